@@ -1,0 +1,44 @@
+# AgentMesh: the README's two commands are `make run` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+
+.PHONY: setup run test check lint typecheck protolint pytest gen lock clean
+
+## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
+setup:
+	@scripts/setup.sh
+
+## run: set up if needed, then start the mesh on the embedded default
+run: setup
+	@$(BIN)/agentmesh up
+
+## test: set up if needed, then lint, type-check, buf lint and the whole test suite
+test: setup check pytest
+
+check: lint typecheck protolint
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck:
+	$(BIN)/mypy
+
+protolint:
+	cd protos && ../$(BIN)/buf lint
+
+pytest:
+	$(BIN)/pytest -q
+
+## gen: regenerate the contracts from protos/
+gen:
+	$(PY) scripts/gen_protos.py --force
+
+## lock: re-pin every dependency into requirements/lock.txt
+lock:
+	scripts/lock.sh
+
+clean:
+	rm -rf agentmesh .setup-stamps .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""AgentMesh services: the shared runtime and the inference, tools and router services."""

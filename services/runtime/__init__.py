@@ -1,0 +1,7 @@
+"""The shared service runtime every AgentMesh server and client stands on.
+
+Config, server and channel factories, interceptors (request id, tracing,
+metrics, deadlines, errors), the error taxonomy, deadline propagation,
+telemetry and Redis connection. Services import from here; this package imports
+only the generated contracts and third-party libraries.
+"""

@@ -1,0 +1,314 @@
+"""The AgentMesh error taxonomy and its single mapping to gRPC status codes.
+
+Domain code raises these; the error interceptor turns them into a gRPC status
+with rich details (google.rpc.Status in ``grpc-status-details-bin``), and
+multiplexed streams turn them into per-request ``RequestError`` messages. One
+place decides what a client sees::
+
+    AgentMeshError            INTERNAL (generic message; the exception is logged)
+    ├── InvalidArgument       INVALID_ARGUMENT   + BadRequest field violations
+    ├── NotFound              NOT_FOUND
+    ├── AlreadyExists         ALREADY_EXISTS
+    ├── FailedPrecondition    FAILED_PRECONDITION
+    ├── Unauthenticated       UNAUTHENTICATED
+    ├── PermissionDenied      PERMISSION_DENIED
+    ├── ResourceExhausted     RESOURCE_EXHAUSTED + RetryInfo, grpc-retry-pushback-ms
+    ├── Unavailable           UNAVAILABLE        + RetryInfo when known
+    ├── DeadlineExceeded      DEADLINE_EXCEEDED
+    └── Cancelled             CANCELLED
+
+Every status also carries ErrorInfo (reason, domain "agentmesh") and, when
+known, RequestInfo with the request id. Stack traces never leave the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from agentmesh.common.v1 import common_pb2
+
+DOMAIN = "agentmesh"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One bad field of a request: its path (``sampling.max_tokens``) and why."""
+
+    field: str
+    description: str
+
+
+class AgentMeshError(Exception):
+    """Base of every error the mesh reports to callers on purpose."""
+
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    default_reason: ClassVar[str] = "INTERNAL"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+        self.metadata = dict(metadata or {})
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """Seconds the caller should wait before retrying, when that is known."""
+        return None
+
+    @property
+    def field_violations(self) -> Sequence[FieldViolation]:
+        return ()
+
+
+class InvalidArgument(AgentMeshError):
+    """The request is malformed; ``violations`` name the fields at fault."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+    default_reason = "INVALID_ARGUMENT"
+
+    def __init__(
+        self,
+        message: str,
+        violations: Sequence[FieldViolation] = (),
+        *,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason)
+        self.violations = tuple(violations)
+
+    @classmethod
+    def field(cls, field: str, description: str, *, reason: str | None = None) -> InvalidArgument:
+        """The common case: one bad field, the message naming it."""
+        return cls(f"{field}: {description}", [FieldViolation(field, description)], reason=reason)
+
+    @property
+    def field_violations(self) -> Sequence[FieldViolation]:
+        return self.violations
+
+
+class NotFound(AgentMeshError):
+    """The named entity does not exist (or belongs to another tenant)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+    default_reason = "NOT_FOUND"
+
+
+class AlreadyExists(AgentMeshError):
+    """An id that must be unique is already in use."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+    default_reason = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(AgentMeshError):
+    """The system is not in a state that allows the operation."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    default_reason = "FAILED_PRECONDITION"
+
+
+class Unauthenticated(AgentMeshError):
+    """Missing or invalid credentials."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+    default_reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(AgentMeshError):
+    """Valid credentials without the right to do this."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    default_reason = "PERMISSION_DENIED"
+
+
+class _Retryable(AgentMeshError):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        reason: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason, metadata=metadata)
+        self._retry_after_s = retry_after_s
+
+    @property
+    def retry_after_s(self) -> float | None:
+        return self._retry_after_s
+
+
+class ResourceExhausted(_Retryable):
+    """Over a quota or shed under overload; retry after ``retry_after_s``."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    default_reason = "RESOURCE_EXHAUSTED"
+
+
+class Unavailable(_Retryable):
+    """A dependency is down or the server is draining."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    default_reason = "UNAVAILABLE"
+
+
+class DeadlineExceeded(AgentMeshError):
+    """The caller's deadline ran out before the work finished."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    default_reason = "DEADLINE_EXCEEDED"
+
+
+class Cancelled(AgentMeshError):
+    """The caller cancelled the work."""
+
+    code = grpc.StatusCode.CANCELLED
+    default_reason = "CANCELLED"
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+def to_rpc_status(error: AgentMeshError, request_id: str | None = None) -> status_pb2.Status:
+    """Build the google.rpc.Status (with rich details) that represents ``error``."""
+    status = status_pb2.Status(code=error.code.value[0], message=error.message)
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
+    status.details.add().Pack(info)
+    if error.field_violations:
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                for v in error.field_violations
+            ]
+        )
+        status.details.add().Pack(bad)
+    if error.retry_after_s is not None:
+        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=_duration(error.retry_after_s)))
+    if request_id:
+        status.details.add().Pack(error_details_pb2.RequestInfo(request_id=request_id))
+    return status
+
+
+def trailing_metadata(
+    error: AgentMeshError, request_id: str | None = None
+) -> tuple[tuple[str, str | bytes], ...]:
+    """Trailing metadata carrying the rich status (and retry pushback) of ``error``."""
+    md: list[tuple[str, str | bytes]] = [
+        (STATUS_DETAILS_KEY, to_rpc_status(error, request_id).SerializeToString())
+    ]
+    if error.retry_after_s is not None and error.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        md.append((RETRY_PUSHBACK_KEY, str(max(0, round(error.retry_after_s * 1000)))))
+    return tuple(md)
+
+
+def to_request_error(error: AgentMeshError) -> common_pb2.RequestError:
+    """The per-request form of ``error`` for multiplexed streams."""
+    out = common_pb2.RequestError(code=error.code.value[0], message=error.message)
+    for v in error.field_violations:
+        out.field_violations.add(field=v.field, description=v.description)
+    if error.retry_after_s is not None:
+        out.retry_after.CopyFrom(_duration(error.retry_after_s))
+    return out
+
+
+def code_from_number(number: int) -> grpc.StatusCode:
+    """grpc.StatusCode for a google.rpc.Code number (UNKNOWN if out of range)."""
+    for code in grpc.StatusCode:
+        if code.value[0] == number:
+            return code
+    return grpc.StatusCode.UNKNOWN
+
+
+@dataclass(frozen=True)
+class RichError:
+    """What a client learns from a failed call's status details."""
+
+    code: grpc.StatusCode
+    message: str
+    reason: str = ""
+    field_violations: tuple[FieldViolation, ...] = ()
+    retry_after_s: float | None = None
+    request_id: str = ""
+
+
+def parse_rich_error(
+    code: grpc.StatusCode, details: str | None, trailing: Sequence[tuple[str, str | bytes]] | None
+) -> RichError:
+    """Decode the rich details of a failed call (works for any client, not only ours)."""
+    raw = next((v for k, v in trailing or () if k == STATUS_DETAILS_KEY), None)
+    if not isinstance(raw, bytes):
+        return RichError(code=code, message=details or "")
+    status = status_pb2.Status.FromString(raw)
+    reason, violations, retry, rid = "", [], None, ""
+    for any_msg in status.details:
+        if any_msg.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            any_msg.Unpack(info)
+            reason = info.reason
+        elif any_msg.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            any_msg.Unpack(bad)
+            violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
+        elif any_msg.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            ri = error_details_pb2.RetryInfo()
+            any_msg.Unpack(ri)
+            retry = ri.retry_delay.ToNanoseconds() / 1e9
+        elif any_msg.Is(error_details_pb2.RequestInfo.DESCRIPTOR):
+            rq = error_details_pb2.RequestInfo()
+            any_msg.Unpack(rq)
+            rid = rq.request_id
+    return RichError(
+        code=code,
+        message=status.message,
+        reason=reason,
+        field_violations=tuple(violations),
+        retry_after_s=retry,
+        request_id=rid,
+    )
+
+
+def rich_error_of(err: grpc.aio.AioRpcError) -> RichError:
+    """Decode the rich details of a failed grpc.aio call."""
+    trailing = tuple((str(k), v) for k, v in err.trailing_metadata() or ())
+    return parse_rich_error(err.code(), err.details(), trailing)
+
+
+__all__ = [
+    "DOMAIN",
+    "AgentMeshError",
+    "AlreadyExists",
+    "Cancelled",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "FieldViolation",
+    "InvalidArgument",
+    "NotFound",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "RichError",
+    "Unauthenticated",
+    "Unavailable",
+    "code_from_number",
+    "parse_rich_error",
+    "rich_error_of",
+    "to_request_error",
+    "to_rpc_status",
+    "trailing_metadata",
+]

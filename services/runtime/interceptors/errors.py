@@ -1,0 +1,85 @@
+"""Errors: map exceptions to gRPC statuses with rich details, never leaking a traceback.
+
+``AgentMeshError`` subclasses become their status (see services.runtime.errors);
+a failed downstream call keeps a safe code (UNAVAILABLE, DEADLINE_EXCEEDED,
+RESOURCE_EXHAUSTED, CANCELLED) with a generic message; anything else becomes
+INTERNAL with the request id, and the full exception goes to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from services.runtime.context import REQUEST_ID
+from services.runtime.errors import (
+    AgentMeshError,
+    Cancelled,
+    DeadlineExceeded,
+    ResourceExhausted,
+    Unavailable,
+    rich_error_of,
+    trailing_metadata,
+)
+from services.runtime.interceptors.base import CallNext, RpcInfo, RpcInterceptor
+from services.runtime.interceptors.request_id import HEADER
+
+log = logging.getLogger(__name__)
+
+
+def from_downstream(err: grpc.aio.AioRpcError) -> AgentMeshError:
+    """What to tell our caller when a call we made failed."""
+    code = err.code()
+    rich = rich_error_of(err)
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceeded("deadline exceeded in a downstream service")
+    if code is grpc.StatusCode.CANCELLED:
+        return Cancelled("the request was cancelled")
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ResourceExhausted(
+            "a downstream service is overloaded", retry_after_s=rich.retry_after_s or 1.0
+        )
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return Unavailable("a downstream service is unavailable", retry_after_s=rich.retry_after_s)
+    return AgentMeshError("internal error")
+
+
+class ErrorInterceptor(RpcInterceptor):
+    """Innermost interceptor: turns exceptions into ``context.abort`` with rich details."""
+
+    async def around(
+        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
+    ) -> Any:
+        try:
+            return await call_next()
+        except (grpc.aio.AbortError, asyncio.CancelledError):
+            raise
+        except AgentMeshError as exc:
+            await self._abort(context, exc, info, internal=type(exc) is AgentMeshError)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("%s: downstream call failed: %s %s", info.method, exc.code().name, exc.details())
+            await self._abort(context, from_downstream(exc), info, internal=False)
+        except Exception:
+            log.exception("%s: unhandled exception", info.method)
+            await self._abort(context, AgentMeshError("internal error"), info, internal=True)
+        return None
+
+    @staticmethod
+    async def _abort(
+        context: grpc.aio.ServicerContext[Any, Any], exc: AgentMeshError, info: RpcInfo, *, internal: bool
+    ) -> None:
+        request_id = REQUEST_ID.get()
+        if internal:
+            exc = AgentMeshError(
+                f"internal error (request id {request_id})" if request_id else "internal error"
+            )
+        md = (
+            (*trailing_metadata(exc, request_id), (HEADER, request_id))
+            if request_id
+            else trailing_metadata(exc)
+        )
+        await context.abort(exc.code, exc.message, md)

@@ -1,0 +1,71 @@
+"""Config loading: flags over env over defaults, and one-line errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from services.runtime.config import ConfigError, RedisConfig, ServiceConfig, load_config, opt, positive
+
+
+@dataclass(frozen=True)
+class DemoConfig(RedisConfig):
+    """Demo service."""
+
+    ENV_PREFIX = "AGENTMESH_DEMO_"
+    SERVICE_NAME = "demo"
+
+    replicas: tuple[str, ...] = opt((), "inference replicas")
+    ratio: float = opt(0.5, "a ratio", check=positive)
+    name: str | None = opt(None, "optional name")
+
+
+def test_defaults() -> None:
+    config = load_config(DemoConfig, [], {})
+    assert config.port == 0 and config.host == "127.0.0.1" and config.redis_required is True
+    assert config.replicas == () and config.name is None
+
+
+def test_flag_beats_service_env_beats_shared_env() -> None:
+    env = {"AGENTMESH_DEMO_PORT": "7001", "AGENTMESH_PORT": "7002", "AGENTMESH_LOG_LEVEL": "debug"}
+    assert load_config(DemoConfig, ["--port", "7000"], env).port == 7000
+    assert load_config(DemoConfig, [], env).port == 7001
+    assert load_config(DemoConfig, [], {"AGENTMESH_PORT": "7002"}).port == 7002
+    assert load_config(DemoConfig, [], env).log_level == "debug"
+
+
+def test_types_are_converted() -> None:
+    config = load_config(
+        DemoConfig,
+        ["--replicas", "a:1, b:2", "--ratio", "0.25", "--redis-required", "false", "--name", "x"],
+        {},
+    )
+    assert config.replicas == ("a:1", "b:2") and config.ratio == 0.25
+    assert config.redis_required is False and config.name == "x"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--port", "70000"], {}, "--port: 70000 is not a valid port (0-65535)"),
+        (["--port", "abc"], {}, "--port: 'abc' is not a valid <class 'int'>"),
+        ([], {"AGENTMESH_DEMO_PORT": "-1"}, "AGENTMESH_DEMO_PORT: -1 is not a valid port (0-65535)"),
+        (["--bogus", "1"], {}, "unrecognized arguments: --bogus 1"),
+        (["--log-level", "loud"], {}, "--log-level: 'loud' is not one of debug, info, warning, error"),
+        (["--ratio", "0"], {}, "--ratio: 0.0 must be greater than 0"),
+        (["--redis-required", "maybe"], {}, "--redis-required: 'maybe' is not a boolean (true/false)"),
+        (["--redis-url", "http://x"], {}, "--redis-url: 'http://x' is not a redis:// URL"),
+    ],
+)
+def test_errors_are_one_line_naming_the_source(argv: list[str], env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(DemoConfig, argv, env)
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+def test_config_is_frozen() -> None:
+    config = load_config(ServiceConfig, [], {})
+    with pytest.raises(AttributeError):
+        config.port = 1  # type: ignore[misc]
