@@ -147,10 +147,14 @@ class MeshServer:
         await self._server.wait_for_termination()
 
 
-async def wait_for_signal(
+def stop_signals(
     signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
-) -> signal.Signals:
-    """Block until one of ``signals`` arrives (the uvicorn way: signal → event)."""
+) -> asyncio.Future[signal.Signals]:
+    """A future resolved by the first of ``signals`` (the uvicorn way: signal → event).
+
+    Handlers are installed before this returns, so a signal that arrives while
+    the service is still starting is not lost. Call it first thing in ``serve``.
+    """
     loop = asyncio.get_running_loop()
     received: asyncio.Future[signal.Signals] = loop.create_future()
 
@@ -160,8 +164,10 @@ async def wait_for_signal(
 
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        return await received
-    finally:
+
+    def restore(_: object) -> None:
         for sig in signals:
             loop.remove_signal_handler(sig)
+
+    received.add_done_callback(restore)
+    return received

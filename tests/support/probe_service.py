@@ -13,7 +13,7 @@ from services.runtime.config import RedisConfig
 from services.runtime.launch import run_service
 from services.runtime.metrics import Metrics
 from services.runtime.redis import connect_redis
-from services.runtime.server import MeshServer, wait_for_signal
+from services.runtime.server import MeshServer, stop_signals
 from tests.support.probe_agent import ProbeAgent
 
 
@@ -26,11 +26,12 @@ class ProbeConfig(RedisConfig):
 
 
 async def serve(config: ProbeConfig) -> None:
+    stop = stop_signals()
     redis = await connect_redis(config.redis_url, required=config.redis_required, timeout_s=1.0)
     server = MeshServer(config, [ProbeAgent().service()], metrics=Metrics())
     await server.start()
     print(f"listening on {server.address}", flush=True)
-    await wait_for_signal()
+    await stop
     await server.drain()
     if redis is not None:
         await redis.aclose()

@@ -1,0 +1,252 @@
+"""One Generate stream: many requests multiplexed in, coalesced frames out.
+
+Data flow::
+
+    caller ──submit/abort──▶ GenerateSession.run ──task per request──▶ Engine.generate
+                                                                          │ updates
+    caller ◀──frames── writer task ◀── pending deltas (merged per request) ◀┘
+
+Each request task merges its engine updates into ``pending`` (one delta per
+request) and wakes the writer. The writer yields to the event loop once, so
+every request that advanced in the same engine step lands in the same frame,
+then sends one frame with all of them: coalescing never holds a token longer
+than one loop turn. A slow reader makes deltas grow, not frames pile up.
+
+Per-request failures (bad input, deadline, engine death) end that request with
+an error in its final delta; the stream and its other requests go on. When the
+caller half-closes, in-flight requests finish first; when the caller goes away,
+every request is cancelled, which aborts it in the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from agentmesh.inference.v1 import inference_pb2
+from services.inference.convert import (
+    FINISH_REASONS,
+    duration,
+    load_to_proto,
+    request_from_proto,
+    usage_to_proto,
+)
+from services.inference.engine import Engine, FinishReason, GenerationRequest, PreparedRequest, Usage
+from services.inference.metrics import InferenceMetrics
+from services.runtime.errors import (
+    AgentMeshError,
+    DeadlineExceeded,
+    InvalidArgument,
+    to_request_error,
+)
+
+log = logging.getLogger(__name__)
+
+Write = Callable[[inference_pb2.GenerateResponse], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    replica_id: str
+    default_max_tokens: int
+    max_output_tokens: int
+    load_interval_s: float = 0.5
+
+
+class GenerateSession:
+    """See module docstring. One instance per Generate call."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: SessionSettings,
+        metrics: InferenceMetrics | None,
+        write: Write,
+        is_draining: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._engine = engine
+        self._settings = settings
+        self._metrics = metrics
+        self._write = write
+        self._is_draining = is_draining
+        self._stream_id = uuid.uuid4().hex[:12]
+        self._live: dict[str, asyncio.Task[None]] = {}
+        self._aborted: set[str] = set()
+        self._pending: dict[str, inference_pb2.GenerationDelta] = {}
+        self._wake = asyncio.Event()
+        self._load_due = True
+
+    async def run(self, requests: AsyncIterator[inference_pb2.GenerateRequest]) -> None:
+        writer = asyncio.create_task(self._write_frames(), name=f"generate-writer-{self._stream_id}")
+        try:
+            async for message in requests:
+                action = message.WhichOneof("action")
+                if action == "submit":
+                    self._submit(message.submit)
+                elif action == "abort":
+                    self._abort(message.abort.request_id)
+            # Caller half-closed: let in-flight requests finish, then flush.
+            while self._live:
+                await asyncio.gather(*self._live.values(), return_exceptions=True)
+            await self._flush()
+        finally:
+            tasks = list(self._live.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+
+    def request_load_report(self) -> None:
+        """Send a load report with the next frame (now, if idle)."""
+        self._load_due = True
+        self._wake.set()
+
+    # -- requests ---------------------------------------------------------
+
+    def _submit(self, submit: inference_pb2.SubmitGeneration) -> None:
+        try:
+            if submit.request_id in self._live:
+                raise InvalidArgument.field("submit.request_id", "duplicates a live request on this stream")
+            request = request_from_proto(
+                submit,
+                default_max_tokens=self._settings.default_max_tokens,
+                max_output_tokens=self._settings.max_output_tokens,
+            )
+            prepared = self._engine.prepare(request)
+        except AgentMeshError as exc:
+            self._finish_with_error(submit.request_id, exc)
+            return
+        timeout = submit.timeout.ToNanoseconds() / 1e9 if submit.HasField("timeout") else None
+        self._live[request.request_id] = asyncio.create_task(
+            self._run_request(request, prepared, timeout), name=f"generate-{request.request_id}"
+        )
+
+    def _abort(self, request_id: str) -> None:
+        task = self._live.get(request_id)
+        if task is None:
+            log.debug("abort of unknown request %r ignored", request_id)
+            return
+        self._aborted.add(request_id)
+        task.cancel()
+
+    async def _run_request(
+        self, request: GenerationRequest, prepared: PreparedRequest, timeout_s: float | None
+    ) -> None:
+        rid = request.request_id
+        start = time.perf_counter()
+        last: float | None = None
+        ttft = 0.0
+        emitted = 0
+        try:
+            async with asyncio.timeout(timeout_s):
+                async for update in self._engine.generate(prepared, f"{self._stream_id}-{rid}"):
+                    now = time.perf_counter()
+                    if update.token_ids and self._metrics is not None:
+                        if last is None:
+                            self._metrics.ttft.observe(now - start)
+                        else:
+                            gap = (now - last) / len(update.token_ids)
+                            for _ in update.token_ids:
+                                self._metrics.itl.observe(gap)
+                    if update.token_ids:
+                        if last is None:
+                            ttft = now - start
+                        last = now
+                        emitted += len(update.token_ids)
+                    delta = self._delta(rid)
+                    delta.text += update.text
+                    delta.token_ids.extend(update.token_ids)
+                    if update.finished is not None:
+                        f = update.finished
+                        result = delta.result
+                        result.finish_reason = FINISH_REASONS[f.reason]
+                        result.usage.CopyFrom(usage_to_proto(f.usage))
+                        if last is not None:
+                            result.time_to_first_token.CopyFrom(duration(ttft))
+                        if f.queue_time_s is not None:
+                            result.queue_time.CopyFrom(duration(f.queue_time_s))
+                        self._record_finish(f.reason, now - start, f.usage)
+                    self._wake.set()
+        except TimeoutError:
+            self._finish_with_error(
+                rid, DeadlineExceeded(f"request {rid} ran past its timeout"), FinishReason.ABORTED, emitted
+            )
+        except asyncio.CancelledError:
+            if rid not in self._aborted:
+                raise  # the stream is going away; nobody to tell
+            self._finish(rid, FinishReason.ABORTED, emitted)
+        except AgentMeshError as exc:
+            self._finish_with_error(rid, exc, FinishReason.ERROR, emitted)
+        except Exception:
+            log.exception("request %s failed in the engine", rid)
+            self._finish_with_error(rid, AgentMeshError("internal error"), FinishReason.ERROR, emitted)
+        finally:
+            self._live.pop(rid, None)
+            self._aborted.discard(rid)
+
+    def _record_finish(self, reason: FinishReason, elapsed: float, usage: Usage) -> None:
+        if self._metrics is None:
+            return
+        self._metrics.requests.labels(reason.value).inc()
+        self._metrics.e2e.observe(elapsed)
+        self._metrics.prompt_tokens.inc(usage.prompt_tokens)
+        self._metrics.completion_tokens.inc(usage.completion_tokens)
+        self._metrics.cached_prompt_tokens.inc(usage.cached_prompt_tokens)
+
+    # -- frames -----------------------------------------------------------
+
+    def _delta(self, request_id: str) -> inference_pb2.GenerationDelta:
+        delta = self._pending.get(request_id)
+        if delta is None:
+            delta = self._pending[request_id] = inference_pb2.GenerationDelta(request_id=request_id)
+        return delta
+
+    def _finish(self, request_id: str, reason: FinishReason, completion_tokens: int) -> None:
+        delta = self._delta(request_id)
+        delta.result.finish_reason = FINISH_REASONS[reason]
+        delta.result.usage.completion_tokens = completion_tokens
+        if self._metrics is not None:
+            self._metrics.requests.labels(reason.value).inc()
+        self._wake.set()
+
+    def _finish_with_error(
+        self,
+        request_id: str,
+        error: AgentMeshError,
+        reason: FinishReason = FinishReason.ERROR,
+        completion_tokens: int = 0,
+    ) -> None:
+        self._finish(request_id, reason, completion_tokens)
+        self._delta(request_id).result.error.CopyFrom(to_request_error(error))
+
+    async def _flush(self) -> None:
+        if not self._pending and not self._load_due:
+            return
+        frame = inference_pb2.GenerateResponse(deltas=list(self._pending.values()))
+        self._pending.clear()
+        if self._load_due:
+            self._load_due = False
+            frame.load.CopyFrom(
+                load_to_proto(self._engine.load(), self._settings.replica_id, draining=self._is_draining())
+            )
+        await self._write(frame)
+
+    async def _write_frames(self) -> None:
+        interval = self._settings.load_interval_s
+        next_load = time.monotonic() + interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, next_load - time.monotonic()))
+            # Let every request that advanced in this engine step add its delta first.
+            await asyncio.sleep(0)
+            self._wake.clear()
+            if time.monotonic() >= next_load:
+                self._load_due = True
+                next_load = time.monotonic() + interval
+            await self._flush()

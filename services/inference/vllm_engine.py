@@ -1,0 +1,297 @@
+"""The vLLM engine: AsyncLLM with automatic prefix caching and priority scheduling.
+
+One AsyncLLM per process holds one KV cache shared by every request and
+session (automatic prefix caching), schedules by priority, and constrains
+output with xgrammar (``disable_any_whitespace``: without it the small model
+pads JSON with whitespace forever). Chat prompts are rendered with the model's
+chat template here and passed as token ids, so the prompt length is known
+(and checked) before the engine sees it. Load figures come from a stat logger
+fed by the engine's scheduler stats every step.
+
+vLLM starts its engine core with multiprocessing *spawn*: this module imports
+vLLM lazily, inside ``start``, and does nothing at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from services.inference.engine import (
+    Engine,
+    EngineDead,
+    Finished,
+    FinishReason,
+    GenerationRequest,
+    GenerationUpdate,
+    Load,
+    ModelInfo,
+    PreparedRequest,
+    Usage,
+    check_fits,
+)
+from services.runtime.errors import InvalidArgument
+
+log = logging.getLogger(__name__)
+
+WARMUP_SCHEMA = '{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}'
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    model: str
+    model_id: str
+    dtype: str = "float32"
+    max_model_len: int = 2048
+    max_num_seqs: int = 32
+    max_num_batched_tokens: int = 0
+    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = True
+    cpu_kv_cache_gib: float = 1.0
+    block_size: int = 0
+    max_output_tokens: int = 1024
+    warmup: bool = True
+
+
+class _LoadSink:
+    """Latest scheduler figures, written by vLLM's stats path, read by load reports."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.waiting = 0
+        self.kv_cache_usage = 0.0
+        self.queries = 0
+        self.hits = 0
+
+    def record(self, stats: Any) -> None:
+        with self.lock:
+            self.running = int(stats.num_running_reqs)
+            self.waiting = int(stats.num_waiting_reqs)
+            self.kv_cache_usage = float(stats.kv_cache_usage)
+            pcs = stats.prefix_cache_stats
+            if pcs is not None:
+                if getattr(pcs, "reset", False):
+                    self.queries = self.hits = 0
+                self.queries += int(pcs.queries)
+                self.hits += int(pcs.hits)
+
+
+def _stat_logger_factory(sink: _LoadSink) -> Any:
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class AgentMeshLoadLogger(StatLoggerBase):
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            self.sink = sink
+
+        def record(
+            self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
+        ) -> None:
+            if scheduler_stats is not None:
+                self.sink.record(scheduler_stats)
+
+        def log_engine_initialized(self) -> None:
+            return None
+
+    return AgentMeshLoadLogger
+
+
+def engine_version() -> str:
+    """vLLM's version; the CPU build reports a +cpu suffix (see DESIGN.md: it selects kernels)."""
+    import vllm
+    from vllm.platforms import current_platform
+
+    version = str(vllm.__version__)
+    if current_platform.is_cpu() and "+cpu" not in version:
+        version += "+cpu"
+    return version
+
+
+class VllmEngine(Engine):
+    """See module docstring."""
+
+    def __init__(self, settings: VllmSettings) -> None:
+        self.settings = settings
+        self._llm: Any = None
+        self._tokenizer: Any = None
+        self._sink = _LoadSink()
+        self._info: ModelInfo | None = None
+
+    @property
+    def info(self) -> ModelInfo:
+        if self._info is None:
+            raise RuntimeError("engine not started")
+        return self._info
+
+    async def start(self) -> None:
+        s = self.settings
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(s.cpu_kv_cache_gib))))
+        from transformers import AutoTokenizer
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        kwargs: dict[str, Any] = {
+            "model": s.model,
+            "served_model_name": s.model_id,
+            "dtype": s.dtype,
+            "max_model_len": s.max_model_len,
+            "max_num_seqs": s.max_num_seqs,
+            "gpu_memory_utilization": s.gpu_memory_utilization,
+            "tensor_parallel_size": s.tensor_parallel_size,
+            "enforce_eager": s.enforce_eager,
+            "enable_prefix_caching": True,
+            "scheduling_policy": "priority",
+            "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
+        }
+        if s.max_num_batched_tokens:
+            kwargs["max_num_batched_tokens"] = s.max_num_batched_tokens
+        if s.block_size:
+            kwargs["block_size"] = s.block_size
+        args = AsyncEngineArgs(**kwargs)
+        self._tokenizer = AutoTokenizer.from_pretrained(s.model)
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self._sink)])
+        block = int(self._llm.vllm_config.cache_config.block_size)
+        self._info = ModelInfo(
+            model_id=s.model_id,
+            engine="vllm",
+            engine_version=engine_version(),
+            max_model_len=s.max_model_len,
+            max_output_tokens=s.max_output_tokens,
+            kv_block_size=block,
+            supports_structured_output=True,
+        )
+        if s.warmup:
+            await self._warm_up()
+
+    async def _warm_up(self) -> None:
+        """One plain and one structured generation, so the first caller pays no compile cost."""
+        from services.inference.engine import ChatTurn, Sampling
+
+        sampling = Sampling(temperature=0.0, top_p=1.0, top_k=0, max_tokens=8, seed=None, stop=())
+        for i, schema in enumerate((None, WARMUP_SCHEMA)):
+            request = GenerationRequest(
+                request_id=f"warmup-{i}",
+                prompt=(ChatTurn("user", "Say hello."),),
+                sampling=sampling,
+                priority=0,
+                json_schema=schema,
+                add_generation_prompt=True,
+            )
+            async for _ in self.generate(self.prepare(request), f"warmup-{i}"):
+                pass
+
+    async def close(self) -> None:
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None
+
+    @property
+    def dead(self) -> bool:
+        return self._llm is not None and bool(self._llm.errored)
+
+    def prepare(self, request: GenerationRequest) -> PreparedRequest:
+        if isinstance(request.prompt, str):
+            ids = self._tokenizer(request.prompt).input_ids
+        else:
+            messages = [{"role": t.role, "content": t.content} for t in request.prompt]
+            try:
+                ids = self._tokenizer.apply_chat_template(
+                    messages,
+                    tokenize=True,
+                    add_generation_prompt=request.add_generation_prompt
+                    and not request.continue_final_message,
+                    continue_final_message=request.continue_final_message,
+                    return_dict=False,
+                )
+            except Exception as exc:  # the template rejects odd role sequences
+                raise InvalidArgument.field(
+                    "submit.chat.messages", f"cannot apply the chat template: {exc}"
+                ) from None
+        check_fits(request, len(ids), self.settings.max_model_len)
+        return PreparedRequest(request=request, prompt_token_ids=tuple(int(i) for i in ids))
+
+    def _sampling_params(self, request: GenerationRequest) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        s = request.sampling
+        kwargs: dict[str, Any] = {
+            "n": 1,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+            "seed": s.seed,
+            "stop": list(s.stop) or None,
+            "output_kind": RequestOutputKind.DELTA,
+        }
+        if s.top_k > 0:
+            kwargs["top_k"] = s.top_k
+        if request.json_schema:
+            kwargs["structured_outputs"] = StructuredOutputsParams(
+                json=request.json_schema, disable_any_whitespace=True
+            )
+        return SamplingParams(**kwargs)
+
+    async def generate(
+        self, prepared: PreparedRequest, engine_request_id: str
+    ) -> AsyncIterator[GenerationUpdate]:
+        from vllm.inputs import TokensPrompt
+        from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
+
+        if self._llm is None or self.dead:
+            raise EngineDead()
+        request = prepared.request
+        try:
+            params = self._sampling_params(request)
+        except ValueError as exc:
+            raise InvalidArgument.field("submit.sampling", str(exc)) from None
+        prompt = TokensPrompt(prompt_token_ids=list(prepared.prompt_token_ids))
+        completion = 0
+        cached = 0
+        try:
+            async for out in self._llm.generate(prompt, params, engine_request_id, priority=request.priority):
+                o = out.outputs[0]
+                completion += len(o.token_ids)
+                if out.num_cached_tokens:
+                    cached = int(out.num_cached_tokens)
+                finished = None
+                if out.finished:
+                    reason = {"length": FinishReason.LENGTH, "abort": FinishReason.ABORTED}.get(
+                        str(o.finish_reason), FinishReason.STOP
+                    )
+                    metrics = out.metrics
+                    queue = None
+                    if metrics is not None and metrics.scheduled_ts and metrics.queued_ts:
+                        queue = max(0.0, float(metrics.scheduled_ts - metrics.queued_ts))
+                    usage = Usage(len(prepared.prompt_token_ids), completion, cached)
+                    finished = Finished(reason=reason, usage=usage, queue_time_s=queue)
+                yield GenerationUpdate(text=o.text, token_ids=tuple(o.token_ids), finished=finished)
+        except EngineDeadError:
+            raise EngineDead() from None
+        except EngineGenerateError as exc:
+            raise InvalidArgument.field("submit", f"the engine rejected the request: {exc}") from None
+        except ValueError as exc:  # vLLM's own input validation
+            raise InvalidArgument.field("submit", str(exc)) from None
+
+    def load(self) -> Load:
+        sink = self._sink
+        with sink.lock:
+            return Load(
+                running=sink.running,
+                waiting=sink.waiting,
+                kv_cache_usage=sink.kv_cache_usage,
+                prefix_cache_hit_rate=sink.hits / sink.queries if sink.queries else 0.0,
+                max_running=self.settings.max_num_seqs,
+            )
+
+    def unfinished_requests(self) -> int:
+        if self._llm is None:
+            return 0
+        return int(self._llm.output_processor.get_num_unfinished_requests())
