@@ -67,6 +67,10 @@ class InferenceConfig(ServiceConfig):
         64, "simulator: tokens generated per request (before max_tokens)", check=positive
     )
 
+    sim_time_scale: float = opt(
+        1.0, "simulator: real seconds per simulated second (0 runs as fast as possible)", check=non_negative
+    )
+
     def validate(self) -> None:
         if self.max_output_tokens >= self.max_model_len and self.engine == "vllm":
             raise ConfigError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from services.runtime.errors import InvalidArgument, Unavailable
@@ -168,7 +168,9 @@ class Engine(abc.ABC):
         """Tokenise and check the request against the model; raise InvalidArgument if it cannot run."""
 
     @abc.abstractmethod
-    def generate(self, prepared: PreparedRequest, engine_request_id: str) -> AsyncIterator[GenerationUpdate]:
+    def generate(
+        self, prepared: PreparedRequest, engine_request_id: str
+    ) -> AsyncGenerator[GenerationUpdate, None]:
         """Stream the request's output. ``engine_request_id`` is unique across callers."""
 
     @abc.abstractmethod

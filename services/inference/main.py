@@ -42,6 +42,7 @@ def build_engine(config: InferenceConfig) -> Engine:
                 max_model_len=config.max_model_len,
                 max_output_tokens=config.max_output_tokens,
                 output_tokens=config.sim_output_tokens,
+                time_scale=config.sim_time_scale,
                 model_id=f"simulator/{config.model_id}",
             )
         )
@@ -84,7 +85,6 @@ async def serve(config: InferenceConfig) -> None:
         SessionSettings(
             replica_id=replica_id,
             default_max_tokens=config.default_max_tokens,
-            max_output_tokens=config.max_output_tokens,
             load_interval_s=config.load_report_interval_s,
         ),
         InferenceMetrics(metrics, engine.load),

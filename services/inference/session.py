@@ -54,7 +54,6 @@ Write = Callable[[inference_pb2.GenerateResponse], Awaitable[None]]
 class SessionSettings:
     replica_id: str
     default_max_tokens: int
-    max_output_tokens: int
     load_interval_s: float = 0.5
 
 
@@ -116,7 +115,7 @@ class GenerateSession:
             request = request_from_proto(
                 submit,
                 default_max_tokens=self._settings.default_max_tokens,
-                max_output_tokens=self._settings.max_output_tokens,
+                max_output_tokens=self._engine.info.max_output_tokens,
             )
             prepared = self._engine.prepare(request)
         except AgentMeshError as exc:

@@ -29,7 +29,7 @@ import json
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,9 @@ WORDS = [
 ]
 
 
+TIMELINES_KEPT = 10_000
+
+
 @dataclass(frozen=True)
 class SimulatorSettings:
     prefill_s_per_token: float = 0.0002
@@ -88,6 +91,18 @@ class SimulatorSettings:
     #: Tokens generated when max_tokens allows (then FINISH_REASON_STOP).
     output_tokens: int = 64
     model_id: str = "simulator"
+    #: Real seconds slept per simulated second (1: real time; 0: as fast as possible, for tests).
+    time_scale: float = 1.0
+
+
+@dataclass
+class Timeline:
+    """Simulated-clock timestamps of one request (seconds since the engine started)."""
+
+    arrived: float
+    first_token: float | None = None
+    last_token: float | None = None
+    tokens: int = 0
 
 
 def tokenize(text: str) -> tuple[int, ...]:
@@ -160,6 +175,11 @@ class SimulatorEngine(Engine):
         self._dead = False
         self.steps = 0
         self.submitted = 0
+        #: Simulated time: the sum of every step's modelled duration.
+        self.clock = 0.0
+        #: Per engine request id: when it arrived, got its first and last token (simulated clock).
+        #: Bounded to the latest TIMELINES_KEPT requests.
+        self.timelines: OrderedDict[str, Timeline] = OrderedDict()
 
     @property
     def info(self) -> ModelInfo:
@@ -211,7 +231,7 @@ class SimulatorEngine(Engine):
 
     async def generate(
         self, prepared: PreparedRequest, engine_request_id: str
-    ) -> AsyncIterator[GenerationUpdate]:
+    ) -> AsyncGenerator[GenerationUpdate, None]:
         if self._dead:
             raise EngineDead()
         seq = _Sequence(
@@ -222,6 +242,9 @@ class SimulatorEngine(Engine):
             arrived=time.monotonic(),
         )
         seq.priority_key = (prepared.request.priority, seq.arrived)
+        self.timelines[engine_request_id] = Timeline(arrived=self.clock)
+        if len(self.timelines) > TIMELINES_KEPT:
+            self.timelines.popitem(last=False)
         self.submitted += 1
         self._waiting.append(seq)
         self._wake.set()
@@ -297,7 +320,8 @@ class SimulatorEngine(Engine):
             step = (
                 s.decode_base_s + s.decode_per_seq_s * len(self._running) + s.prefill_s_per_token * uncached
             )
-            await asyncio.sleep(step)
+            await asyncio.sleep(step * s.time_scale)
+            self.clock += step
             self.steps += 1
             for seq in list(self._running):
                 self._advance(seq)
@@ -306,6 +330,12 @@ class SimulatorEngine(Engine):
         req = seq.prepared.request
         word = seq.output[seq.emitted]
         seq.emitted += 1
+        timeline = self.timelines.get(seq.engine_id)
+        if timeline is not None:
+            if timeline.first_token is None:
+                timeline.first_token = self.clock
+            timeline.last_token = self.clock
+            timeline.tokens = seq.emitted
         text = word
         reason: FinishReason | None = None
         if seq.emitted >= len(seq.output):

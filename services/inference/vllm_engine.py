@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,7 +241,7 @@ class VllmEngine(Engine):
 
     async def generate(
         self, prepared: PreparedRequest, engine_request_id: str
-    ) -> AsyncIterator[GenerationUpdate]:
+    ) -> AsyncGenerator[GenerationUpdate, None]:
         from vllm.inputs import TokensPrompt
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
