@@ -10,9 +10,11 @@ BIN := $(VENV)/bin
 setup:
 	@scripts/setup.sh
 
-## run: set up if needed, then start the mesh on the embedded default
+## run: set up if needed, then start the mesh on the embedded default.
+## Today the mesh is the inference service (vLLM on SmolLM2, 127.0.0.1:50054);
+## the router, tool executor and gateway join it as their issues land.
 run: setup
-	@$(BIN)/agentmesh up
+	@$(BIN)/agentmesh-inference
 
 ## test: set up if needed, then lint, type-check, buf lint and the whole test suite
 test: setup check pytest
