@@ -34,8 +34,9 @@ if [ "$(cat "$STAMPS/deps" 2>/dev/null)" != "$want" ]; then
   say "installing pinned dependencies (first run: a few minutes)"
   find_links=()
   [ -d /opt/wheels ] && find_links=(--find-links /opt/wheels)
+  # (pip warns about every package absent from the machine's extra local indexes; that is noise.)
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${find_links[@]}" \
-    -r requirements/lock.txt
+    -r requirements/lock.txt 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   rm -f "$STAMPS/pkg"
   echo "$want" > "$STAMPS/deps"
 fi
