@@ -36,11 +36,11 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
 from loadtest.stats import RequestTrace, Summary, summarize
 from services.inference.config import default_model_dir
+from services.runtime.health import wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM = " ".join(
@@ -65,23 +65,6 @@ def prompts(kind: str, n: int, tokenizer: Any) -> list[str]:
             messages.insert(0, {"role": "system", "content": SYSTEM})
         out.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
     return out
-
-
-async def wait_serving(target: str, proc: subprocess.Popen[bytes], within_s: float = 300) -> None:
-    async with grpc.aio.insecure_channel(target) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        deadline = time.monotonic() + within_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}")
-            try:
-                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.5)
-    raise TimeoutError(f"{target} never became SERVING")
 
 
 def start_ours(port: int, model: str) -> subprocess.Popen[bytes]:
@@ -196,7 +179,7 @@ async def bench_target(
     proc = start(port, args.model)
     target = f"127.0.0.1:{port}"
     try:
-        await wait_serving(target, proc)
+        await wait_serving(target, within_s=300, still_starting=lambda: proc.poll() is None)
         await runner(target, ["<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"] * 2, 2, 4)  # warm-up
         results = {}
         for kind, texts in workloads.items():

@@ -10,10 +10,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from services.runtime.channel import create_channel
+from services.runtime.health import wait_serving
 from tests.support.generate import GenerateStream, submit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,30 +23,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def wait_serving(channel: grpc.aio.Channel, within_s: float = 30) -> None:
-    health = health_pb2_grpc.HealthStub(channel)
-    deadline = asyncio.get_running_loop().time() + within_s
-    while True:
-        try:
-            reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
-            if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                return
-        except grpc.aio.AioRpcError:
-            pass
-        assert asyncio.get_running_loop().time() < deadline, "service never became SERVING"
-        await asyncio.sleep(0.1)
-
-
 async def test_simulator_process_serves_reports_metrics_and_drains() -> None:
     port, metrics_port = free_port(), free_port()
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block; waits go through to_thread
         [sys.executable, "-m", "services.inference", "--engine", "simulator", "--port", str(port),
          "--metrics-port", str(metrics_port), "--sim-time-scale", "0.1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
+        await wait_serving(f"127.0.0.1:{port}", within_s=30, still_starting=lambda: proc.poll() is None)
         async with create_channel(f"127.0.0.1:{port}") as channel:
-            await wait_serving(channel)
             stream = GenerateStream(channel)
             await stream.send(submit("p", "hello mesh", max_tokens=5))
             await stream.wait("p")
@@ -85,5 +69,6 @@ def test_bad_model_folder_is_one_line() -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "inference: error: --model: /nonexistent/model is not a model folder (run `make setup` to provision it)"
+        "inference: error: --model: /nonexistent/model is not a model folder "
+        "(run `make setup` to provision it)"
     )

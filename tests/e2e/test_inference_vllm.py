@@ -14,6 +14,7 @@ from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
 from services.runtime.errors import code_from_number
 from tests.e2e.conftest import VllmReplica
 from tests.support.generate import GenerateStream, abort, submit
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.vllm
 USER, SYSTEM = common_pb2.ROLE_USER, common_pb2.ROLE_SYSTEM
@@ -88,11 +89,7 @@ async def test_abort_mid_stream_leaves_no_unfinished_engine_request(vllm_replica
     await dropped.send(submit("orphan", chat=[(USER, "Count to one hundred.")], max_tokens=400))
     await asyncio.wait_for(dropped.got.first["orphan"].wait(), 60)
     dropped.cancel()
-    for _ in range(200):
-        if vllm_replica.engine.unfinished_requests() == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert vllm_replica.engine.unfinished_requests() == 0
+    await eventually(lambda: vllm_replica.engine.unfinished_requests() == 0, 10, "engine idle")
 
 
 async def test_eight_concurrent_requests_complete_in_order(vllm_replica: VllmReplica) -> None:

@@ -25,6 +25,7 @@ from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
 from tests.conftest import StartServer
 from tests.support.generate import GenerateStream, abort, submit
+from tests.support.waiting import eventually
 
 OpenChannel = Callable[..., grpc.aio.Channel]
 USER = common_pb2.ROLE_USER
@@ -118,11 +119,7 @@ async def test_disconnect_aborts_every_request(replica: Replica) -> None:
     await asyncio.wait_for(stream.got.first["d3"].wait(), 10)
     assert replica.engine.unfinished_requests() == 4
     stream.cancel()
-    for _ in range(100):
-        if replica.engine.unfinished_requests() == 0:
-            break
-        await asyncio.sleep(0.02)
-    assert replica.engine.unfinished_requests() == 0
+    await eventually(lambda: replica.engine.unfinished_requests() == 0, 5, "engine idle")
 
 
 async def test_expired_request_deadline_aborts_only_that_request(replica: Replica) -> None:
@@ -179,10 +176,7 @@ async def test_duplicate_live_request_id_is_rejected(replica: Replica) -> None:
     await stream.send(submit("dup", "first one", max_tokens=60))
     await asyncio.wait_for(stream.got.first["dup"].wait(), 10)
     await stream.send(submit("dup", "second one", max_tokens=3))
-    for _ in range(100):
-        if any(d.HasField("result") for d in stream.got.deltas["dup"]):
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: any(d.HasField("result") for d in stream.got.deltas["dup"]), 5, "dup rejected")
     first_final = next(d for d in stream.got.deltas["dup"] if d.HasField("result"))
     assert [v.field for v in first_final.result.error.field_violations] == ["submit.request_id"]
     stream.cancel()

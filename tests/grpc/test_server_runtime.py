@@ -196,3 +196,21 @@ async def test_max_concurrent_rpcs_rejects_excess(
         await collect(stub.Complete(agent_pb2.CompleteRequest(prompt="echo:second")))
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     first.cancel()
+
+
+async def test_idempotent_unary_calls_are_retried_on_unavailable(
+    start_server: StartServer, open_channel: OpenChannel
+) -> None:
+    probe = ProbeAgent()
+    server = await start_server([probe.service()])
+    probe.list_tools_failures = 2
+    stub = agent_pb2_grpc.AgentServiceStub(open_channel(server.address))
+    await stub.ListTools(agent_pb2.ListToolsRequest(), timeout=10)
+    assert probe.list_tools_calls == 3
+
+    # Control: a channel without the retry policy surfaces the first failure.
+    probe.list_tools_failures, probe.list_tools_calls = 1, 0
+    async with grpc.aio.insecure_channel(server.address) as plain:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await agent_pb2_grpc.AgentServiceStub(plain).ListTools(agent_pb2.ListToolsRequest())
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE and probe.list_tools_calls == 1

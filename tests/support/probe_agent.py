@@ -30,7 +30,7 @@ from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from services.runtime.channel import create_channel
 from services.runtime.context import current_request_id
 from services.runtime.deadline import downstream_timeout
-from services.runtime.errors import InvalidArgument, ResourceExhausted
+from services.runtime.errors import InvalidArgument, ResourceExhausted, Unavailable
 from services.runtime.server import Service
 
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
@@ -51,6 +51,9 @@ class ProbeAgent(agent_pb2_grpc.AgentServiceServicer):
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
         self.seen = Observations()
         self._tracer_provider = tracer_provider
+        #: ListTools fails with UNAVAILABLE this many times before answering (retry tests).
+        self.list_tools_failures = 0
+        self.list_tools_calls = 0
 
     def service(self) -> Service:
         return Service(
@@ -116,6 +119,10 @@ class ProbeAgent(agent_pb2_grpc.AgentServiceServicer):
     async def ListTools(
         self, request: agent_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> agent_pb2.ListToolsResponse:
+        self.list_tools_calls += 1
+        if self.list_tools_failures > 0:
+            self.list_tools_failures -= 1
+            raise Unavailable("warming up", retry_after_s=0.05)
         return agent_pb2.ListToolsResponse()
 
 

@@ -1,0 +1,154 @@
+"""http_get: fetch a URL from an allowlist of hosts, with size and time limits and no SSRF.
+
+Allowlist entries are host names (``docs.example.com``), IP addresses or CIDRs
+(``127.0.0.1``, ``10.0.0.0/8``). Default: empty, so nothing is fetched until an
+operator says otherwise. A URL is fetched only if
+
+- its scheme is http or https and it carries no credentials;
+- its host is an allowlisted name, or an IP literal inside an allowlisted
+  address/CIDR;
+- every address its name resolves to is inside an allowlisted address/CIDR or
+  is a public (globally routable) address — so a permitted name that resolves
+  to 127.0.0.1, 169.254.169.254 or a private range is refused (DNS rebinding);
+- the connection goes to exactly the addresses that were checked (a resolver
+  that returns only those), so nothing is resolved twice;
+- every redirect target passes the same checks (redirects are followed by
+  hand, at most ``max_redirects``).
+
+The body is read up to ``max_bytes``; more is an error, not a truncation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from services.tools.registry import ToolDefinition, ToolError
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class Allowlist:
+    """Which hosts and addresses http_get may reach (see module docstring)."""
+
+    def __init__(self, entries: Sequence[str]) -> None:
+        self.names: set[str] = set()
+        self.networks: list[IpNetwork] = []
+        for raw in entries:
+            entry = raw.strip().lower().rstrip(".")
+            if not entry:
+                continue
+            try:
+                self.networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                self.names.add(entry)
+
+    def _in_networks(self, ip: IpAddress) -> bool:
+        return any(ip in net for net in self.networks)
+
+    def host_allowed(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        try:
+            return self._in_networks(ipaddress.ip_address(host))
+        except ValueError:
+            return host in self.names
+
+    def address_allowed(self, ip: IpAddress) -> bool:
+        return self._in_networks(ip) or ip.is_global
+
+
+class CheckedResolver(AbstractResolver):
+    """Resolves, then refuses the whole host if any address is not allowed."""
+
+    def __init__(self, allowlist: Allowlist) -> None:
+        self._allowlist = allowlist
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+        except socket.gaierror as exc:
+            raise ToolError(f"cannot resolve {host}: {exc.strerror}") from None
+        results: list[ResolveResult] = []
+        for fam, _, proto, _, sockaddr in infos:
+            ip = ipaddress.ip_address(sockaddr[0])
+            if not self._allowlist.address_allowed(ip):
+                raise ToolError(f"{host} resolves to {ip}, which is not allowed")
+            results.append(
+                {"hostname": host, "host": str(ip), "port": port, "family": fam, "proto": proto, "flags": 0}
+            )
+        return results
+
+    async def close(self) -> None:
+        return None
+
+
+def check_url(url: str, allowlist: Allowlist) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ToolError(f"only http and https URLs are allowed, not {parts.scheme or 'none'!r}")
+    if parts.username or parts.password:
+        raise ToolError("URLs with credentials are not allowed")
+    host = parts.hostname or ""
+    if not host:
+        raise ToolError("the URL has no host")
+    if not allowlist.host_allowed(host):
+        raise ToolError(f"host {host!r} is not on the allowlist")
+    return url
+
+
+def make_tool(
+    allowlist: Sequence[str] = (),
+    *,
+    max_bytes: int = 256 * 1024,
+    max_redirects: int = 3,
+    timeout_s: float = 5.0,
+) -> ToolDefinition:
+    policy = Allowlist(allowlist)
+
+    async def http_get(args: dict[str, Any]) -> dict[str, Any]:
+        url = check_url(str(args["url"]), policy)
+        connector = aiohttp.TCPConnector(resolver=CheckedResolver(policy), use_dns_cache=False, limit=4)
+        async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+            for _ in range(max_redirects + 1):
+                async with session.get(url, allow_redirects=False) as response:
+                    if response.status in (301, 302, 303, 307, 308) and "Location" in response.headers:
+                        url = check_url(urljoin(url, response.headers["Location"]), policy)
+                        continue
+                    body = bytearray()
+                    async for chunk in response.content.iter_chunked(16 * 1024):
+                        body.extend(chunk)
+                        if len(body) > max_bytes:
+                            raise ToolError(f"the response is larger than {max_bytes} bytes")
+                    return {
+                        "url": url,
+                        "status": response.status,
+                        "content_type": response.headers.get("Content-Type", ""),
+                        "text": body.decode(response.charset or "utf-8", errors="replace"),
+                    }
+            raise ToolError(f"more than {max_redirects} redirects")
+
+    return ToolDefinition(
+        name="http_get",
+        description="Fetch a web page or API response (GET) from an allowed host; returns status and text.",
+        parameters={
+            "type": "object",
+            "properties": {"url": {"type": "string", "minLength": 1, "maxLength": 2048}},
+            "required": ["url"],
+            "additionalProperties": False,
+        },
+        fn=http_get,
+        timeout_s=timeout_s,
+        cache_ttl_s=60.0,
+        max_concurrency=8,
+    )
