@@ -44,8 +44,7 @@ from services.runtime.health import wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM = " ".join(
-    f"Rule {i}: answer politely, cite the handbook section {i}, and never reveal internal notes."
-    for i in range(24)
+    f"Rule {i}: answer politely, cite the handbook section {i}, and never reveal internal notes." for i in range(24)
 )
 TOPICS = ["the sea", "mountains", "bread", "rivers", "trains", "clocks", "gardens", "bees", "stars", "salt"]
 
@@ -141,9 +140,7 @@ async def run_theirs(target: str, texts: list[str], concurrency: int, max_tokens
 
         async def one(i: int) -> None:
             async with slots:
-                params = vllm_engine_pb2.SamplingParams(
-                    temperature=0.0, top_p=1.0, max_tokens=max_tokens, n=1
-                )
+                params = vllm_engine_pb2.SamplingParams(temperature=0.0, top_p=1.0, max_tokens=max_tokens, n=1)
                 req = vllm_engine_pb2.GenerateRequest(
                     request_id=f"b{i}", text=texts[i], sampling_params=params, stream=True
                 )
@@ -227,10 +224,7 @@ async def main_async(args: argparse.Namespace) -> int:
     out = ROOT / "loadtest" / "results" / "inference_vs_vllm.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     report = [
-        {
-            who: {k: {**asdict(s), "output_tok_s": s.output_tok_s} for k, s in res.items()}
-            for who, res in rd.items()
-        }
+        {who: {k: {**asdict(s), "output_tok_s": s.output_tok_s} for k, s in res.items()} for who, res in rd.items()}
         for rd in rounds
     ]
     out.write_text(json.dumps({"args": vars(args), "rounds": report}, indent=2))

@@ -64,9 +64,7 @@ def main() -> int:
     for d in [OUT, *(p for p in OUT.rglob("*") if p.is_dir())]:
         (d / "__init__.py").touch()
     (OUT / "py.typed").touch()
-    (OUT / "__init__.py").write_text(
-        '"""AgentMesh contracts, generated from protos/ by scripts/gen_protos.py."""\n'
-    )
+    (OUT / "__init__.py").write_text('"""AgentMesh contracts, generated from protos/ by scripts/gen_protos.py."""\n')
     STAMP.write_text(digest)
     print(f"generated {len(files)} protos into {OUT.relative_to(ROOT)}/", file=sys.stderr)
     return 0

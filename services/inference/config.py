@@ -46,26 +46,18 @@ class InferenceConfig(ServiceConfig):
     tensor_parallel_size: int = opt(1, "GPUs per replica", check=positive)
     enforce_eager: bool = opt(True, "disable CUDA graphs / torch.compile (faster start; needed on CPU)")
     cpu_kv_cache_gib: float = opt(1.0, "KV cache size on CPU (VLLM_CPU_KVCACHE_SPACE)", check=positive)
-    block_size: int = opt(
-        0, "KV block size in tokens (0: the platform's default; 128 on CPU)", check=non_negative
-    )
+    block_size: int = opt(0, "KV block size in tokens (0: the platform's default; 128 on CPU)", check=non_negative)
     warmup: bool = opt(True, "run warm-up generations before reporting SERVING")
     # Simulator latency model.
     sim_prefill_s_per_token: float = opt(
         0.0002, "simulator: prefill seconds per uncached prompt token", check=non_negative
     )
-    sim_decode_base_s: float = opt(
-        0.010, "simulator: decode step seconds at batch size 0", check=non_negative
-    )
-    sim_decode_per_seq_s: float = opt(
-        0.0005, "simulator: extra step seconds per running sequence", check=non_negative
-    )
+    sim_decode_base_s: float = opt(0.010, "simulator: decode step seconds at batch size 0", check=non_negative)
+    sim_decode_per_seq_s: float = opt(0.0005, "simulator: extra step seconds per running sequence", check=non_negative)
     sim_max_batch: int = opt(32, "simulator: most running sequences", check=positive)
     sim_block_size: int = opt(16, "simulator: tokens per prefix-cache block", check=positive)
     sim_cache_blocks: int = opt(4096, "simulator: prefix-cache capacity in blocks", check=positive)
-    sim_output_tokens: int = opt(
-        64, "simulator: tokens generated per request (before max_tokens)", check=positive
-    )
+    sim_output_tokens: int = opt(64, "simulator: tokens generated per request (before max_tokens)", check=positive)
 
     sim_time_scale: float = opt(
         1.0, "simulator: real seconds per simulated second (0 runs as fast as possible)", check=non_negative
@@ -74,8 +66,7 @@ class InferenceConfig(ServiceConfig):
     def validate(self) -> None:
         if self.max_output_tokens >= self.max_model_len and self.engine == "vllm":
             raise ConfigError(
-                f"--max-output-tokens: {self.max_output_tokens} must be below "
-                f"--max-model-len ({self.max_model_len})"
+                f"--max-output-tokens: {self.max_output_tokens} must be below --max-model-len ({self.max_model_len})"
             )
         if self.default_max_tokens > self.max_output_tokens:
             raise ConfigError(
@@ -85,6 +76,4 @@ class InferenceConfig(ServiceConfig):
         if self.engine == "vllm":
             model = Path(self.model or default_model_dir())
             if not (model / "config.json").is_file():
-                raise ConfigError(
-                    f"--model: {model} is not a model folder (run `make setup` to provision it)"
-                )
+                raise ConfigError(f"--model: {model} is not a model folder (run `make setup` to provision it)")

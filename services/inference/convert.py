@@ -85,11 +85,7 @@ def request_from_proto(
         if submit.chat.continue_final_message and (
             not submit.chat.messages or submit.chat.messages[-1].role != common_pb2.ROLE_ASSISTANT
         ):
-            bad.append(
-                FieldViolation(
-                    "submit.chat.continue_final_message", "the last message must be ROLE_ASSISTANT"
-                )
-            )
+            bad.append(FieldViolation("submit.chat.continue_final_message", "the last message must be ROLE_ASSISTANT"))
         prompt = tuple(turns)
     else:
         bad.append(FieldViolation("submit.prompt", "set text or chat"))
@@ -119,9 +115,7 @@ def request_from_proto(
                 raise ValueError("a schema must be a JSON object")
         except (ValueError, jsonschema.SchemaError) as exc:
             reason = exc.message if isinstance(exc, jsonschema.SchemaError) else str(exc)
-            bad.append(
-                FieldViolation("submit.structured_output.json_schema", f"not a valid JSON schema: {reason}")
-            )
+            bad.append(FieldViolation("submit.structured_output.json_schema", f"not a valid JSON schema: {reason}"))
 
     if submit.priority not in PRIORITIES:
         bad.append(FieldViolation("submit.priority", "unknown priority"))

@@ -142,8 +142,7 @@ def check_fits(request: GenerationRequest, prompt_tokens: int, max_model_len: in
     if prompt_tokens + max_tokens > max_model_len:
         raise InvalidArgument.field(
             "submit.sampling.max_tokens",
-            f"prompt ({prompt_tokens} tokens) + max_tokens ({max_tokens}) exceeds the context "
-            f"({max_model_len})",
+            f"prompt ({prompt_tokens} tokens) + max_tokens ({max_tokens}) exceeds the context ({max_model_len})",
         )
 
 
@@ -168,9 +167,7 @@ class Engine(abc.ABC):
         """Tokenise and check the request against the model; raise InvalidArgument if it cannot run."""
 
     @abc.abstractmethod
-    def generate(
-        self, prepared: PreparedRequest, engine_request_id: str
-    ) -> AsyncGenerator[GenerationUpdate, None]:
+    def generate(self, prepared: PreparedRequest, engine_request_id: str) -> AsyncGenerator[GenerationUpdate, None]:
         """Stream the request's output. ``engine_request_id`` is unique across callers."""
 
     @abc.abstractmethod

@@ -91,9 +91,7 @@ async def serve(config: InferenceConfig) -> None:
         is_draining=lambda: draining,
     )
     server = MeshServer(config, [servicer.service()], metrics=metrics, tracer_provider=tracer_provider)
-    metrics_server = (
-        MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
-    )
+    metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start(serving=False)
     starting: asyncio.Future[Any] = asyncio.ensure_future(engine.start())
     await asyncio.wait([stop, starting], return_when=asyncio.FIRST_COMPLETED)

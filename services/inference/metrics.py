@@ -46,22 +46,16 @@ class InferenceMetrics:
             registry=reg,
         )
         self.prompt_tokens = Counter("inference_prompt_tokens", "Prompt tokens.", namespace=ns, registry=reg)
-        self.completion_tokens = Counter(
-            "inference_completion_tokens", "Generated tokens.", namespace=ns, registry=reg
-        )
+        self.completion_tokens = Counter("inference_completion_tokens", "Generated tokens.", namespace=ns, registry=reg)
         self.cached_prompt_tokens = Counter(
             "inference_cached_prompt_tokens",
             "Prompt tokens served from the prefix cache.",
             namespace=ns,
             registry=reg,
         )
-        running = Gauge(
-            "inference_running_requests", "Requests running in the engine.", namespace=ns, registry=reg
-        )
+        running = Gauge("inference_running_requests", "Requests running in the engine.", namespace=ns, registry=reg)
         running.set_function(lambda: load().running)
-        waiting = Gauge(
-            "inference_queue_depth", "Requests waiting in the engine's queue.", namespace=ns, registry=reg
-        )
+        waiting = Gauge("inference_queue_depth", "Requests waiting in the engine's queue.", namespace=ns, registry=reg)
         waiting.set_function(lambda: load().waiting)
         kv = Gauge("inference_kv_cache_usage_ratio", "KV cache in use, 0-1.", namespace=ns, registry=reg)
         kv.set_function(lambda: load().kv_cache_usage)

@@ -48,9 +48,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         request_iterator: AsyncIterator[inference_pb2.GenerateRequest],
         context: grpc.aio.ServicerContext[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse],
     ) -> None:
-        session = GenerateSession(
-            self._engine, self._settings, self._metrics, context.write, self._is_draining
-        )
+        session = GenerateSession(self._engine, self._settings, self._metrics, context.write, self._is_draining)
         self._sessions.add(session)
         try:
             await session.run(request_iterator)
@@ -68,8 +66,6 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     async def GetModelInfo(
         self,
         request: inference_pb2.GetModelInfoRequest,
-        context: grpc.aio.ServicerContext[
-            inference_pb2.GetModelInfoRequest, inference_pb2.GetModelInfoResponse
-        ],
+        context: grpc.aio.ServicerContext[inference_pb2.GetModelInfoRequest, inference_pb2.GetModelInfoResponse],
     ) -> inference_pb2.GetModelInfoResponse:
         return model_info_to_proto(self._engine.info, self._settings.replica_id)

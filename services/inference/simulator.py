@@ -317,9 +317,7 @@ class SimulatorEngine(Engine):
                 self._running.append(seq)
                 admitted.append(seq)
             uncached = sum(len(q.prepared.prompt_token_ids) - q.cached_tokens for q in admitted)
-            step = (
-                s.decode_base_s + s.decode_per_seq_s * len(self._running) + s.prefill_s_per_token * uncached
-            )
+            step = s.decode_base_s + s.decode_per_seq_s * len(self._running) + s.prefill_s_per_token * uncached
             await asyncio.sleep(step * s.time_scale)
             self.clock += step
             self.steps += 1

@@ -205,15 +205,12 @@ class VllmEngine(Engine):
                 ids = self._tokenizer.apply_chat_template(
                     messages,
                     tokenize=True,
-                    add_generation_prompt=request.add_generation_prompt
-                    and not request.continue_final_message,
+                    add_generation_prompt=request.add_generation_prompt and not request.continue_final_message,
                     continue_final_message=request.continue_final_message,
                     return_dict=False,
                 )
             except Exception as exc:  # the template rejects odd role sequences
-                raise InvalidArgument.field(
-                    "submit.chat.messages", f"cannot apply the chat template: {exc}"
-                ) from None
+                raise InvalidArgument.field("submit.chat.messages", f"cannot apply the chat template: {exc}") from None
         check_fits(request, len(ids), self.settings.max_model_len)
         return PreparedRequest(request=request, prompt_token_ids=tuple(int(i) for i in ids))
 

@@ -85,16 +85,10 @@ class ServiceConfig:
 
     host: str = opt("127.0.0.1", "address to listen on")
     port: int = opt(0, "gRPC port (0 picks a free one)", check=port)
-    metrics_port: int = opt(
-        -1, "Prometheus /metrics port (0 picks a free one, -1 disables)", check=metrics_port
-    )
+    metrics_port: int = opt(-1, "Prometheus /metrics port (0 picks a free one, -1 disables)", check=metrics_port)
     drain_grace_s: float = opt(10.0, "seconds in-flight RPCs get to finish on SIGTERM", check=non_negative)
-    max_concurrent_rpcs: int = opt(
-        1000, "RPCs served at once before new ones get RESOURCE_EXHAUSTED", check=positive
-    )
-    max_message_bytes: int = opt(
-        DEFAULT_MAX_MESSAGE_BYTES, "largest message sent or received", check=positive
-    )
+    max_concurrent_rpcs: int = opt(1000, "RPCs served at once before new ones get RESOURCE_EXHAUSTED", check=positive)
+    max_message_bytes: int = opt(DEFAULT_MAX_MESSAGE_BYTES, "largest message sent or received", check=positive)
     log_level: str = opt("info", "log level", choices=("debug", "info", "warning", "error"))
     otel_exporter: str = opt("none", "trace exporter", choices=("none", "otlp", "console"))
     otel_endpoint: str = opt("http://127.0.0.1:4317", "OTLP collector endpoint (gRPC)")

@@ -206,13 +206,9 @@ def to_rpc_status(error: AgentMeshError, request_id: str | None = None) -> statu
     return status
 
 
-def trailing_metadata(
-    error: AgentMeshError, request_id: str | None = None
-) -> tuple[tuple[str, str | bytes], ...]:
+def trailing_metadata(error: AgentMeshError, request_id: str | None = None) -> tuple[tuple[str, str | bytes], ...]:
     """Trailing metadata carrying the rich status (and retry pushback) of ``error``."""
-    md: list[tuple[str, str | bytes]] = [
-        (STATUS_DETAILS_KEY, to_rpc_status(error, request_id).SerializeToString())
-    ]
+    md: list[tuple[str, str | bytes]] = [(STATUS_DETAILS_KEY, to_rpc_status(error, request_id).SerializeToString())]
     if error.retry_after_s is not None and error.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         md.append((RETRY_PUSHBACK_KEY, str(max(0, round(error.retry_after_s * 1000)))))
     return tuple(md)

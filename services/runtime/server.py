@@ -119,9 +119,7 @@ class MeshServer:
 
     async def set_serving(self, serving: bool) -> None:
         """Set health of the server ("") and of every service it serves."""
-        status = (
-            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", *self.service_names):
             await self.health.set(name, status)
 

@@ -16,12 +16,8 @@ class ToolsConfig(RedisConfig):
 
     port: int = opt(50053, "gRPC port", check=port)
     metrics_port: int = opt(9153, "Prometheus /metrics port (0 picks a free one, -1 disables)")
-    http_allowlist: tuple[str, ...] = opt(
-        (), "hosts, IPs or CIDRs http_get may fetch (comma-separated; default none)"
-    )
+    http_allowlist: tuple[str, ...] = opt((), "hosts, IPs or CIDRs http_get may fetch (comma-separated; default none)")
     max_argument_bytes: int = opt(64 * 1024, "largest arguments_json accepted", check=positive)
     l1_cache_entries: int = opt(4096, "in-process result-cache entries", check=positive)
     breaker_failures: int = opt(5, "consecutive failures that open a tool's circuit breaker", check=positive)
-    breaker_reset_s: float = opt(
-        10.0, "seconds an open breaker waits before a half-open probe", check=positive
-    )
+    breaker_reset_s: float = opt(10.0, "seconds an open breaker waits before a half-open probe", check=positive)

@@ -173,9 +173,7 @@ class ToolExecutor:
                 error=f"tool {tool.name} is failing; circuit open, retry in {breaker.retry_after_s():.1f} s",
             )  # fmt: skip
 
-        budget = Deadline.after(
-            request.timeout_s if request.timeout_s is not None else self._default_budget(tool)
-        )
+        budget = Deadline.after(request.timeout_s if request.timeout_s is not None else self._default_budget(tool))
         bulkhead = self._bulkheads[tool.name]
         try:
             async with asyncio.timeout(budget.remaining()):

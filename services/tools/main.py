@@ -37,9 +37,7 @@ async def serve(config: ToolsConfig) -> None:
     server = MeshServer(
         config, [ToolExecutorServicer(executor).service()], metrics=metrics, tracer_provider=tracer_provider
     )
-    metrics_server = (
-        MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
-    )
+    metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start()
     await stop
     await server.drain()

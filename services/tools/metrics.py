@@ -19,9 +19,7 @@ class ToolMetrics:
             "tool_call_seconds", "Tool call latency, retries included.", ["tool"], namespace=ns, registry=reg,
             buckets=LATENCY_BUCKETS,
         )  # fmt: skip
-        self.errors = Counter(
-            "tool_errors", "Tool errors by reason.", ["tool", "reason"], namespace=ns, registry=reg
-        )
+        self.errors = Counter("tool_errors", "Tool errors by reason.", ["tool", "reason"], namespace=ns, registry=reg)
         self.retries = Counter("tool_retries", "Retried attempts.", ["tool"], namespace=ns, registry=reg)
         self.cache_lookups = Counter(
             "tool_cache_lookups", "Result-cache lookups by level hit (l1, l2) or miss.", ["tool", "result"],
@@ -38,9 +36,7 @@ class ToolMetrics:
             namespace=ns,
             registry=reg,
         )
-        self.in_flight = Gauge(
-            "tool_calls_in_flight", "Calls running now.", ["tool"], namespace=ns, registry=reg
-        )
+        self.in_flight = Gauge("tool_calls_in_flight", "Calls running now.", ["tool"], namespace=ns, registry=reg)
         self._lookups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
 
     def record_cache(self, tool: str, level: str) -> None:

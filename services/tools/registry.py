@@ -87,9 +87,7 @@ class ToolRegistry:
     @staticmethod
     def check_arguments(tool: ToolDefinition, args: Any) -> ArgumentProblem | None:
         """The first schema violation (deepest path first), or None when valid."""
-        errors = sorted(
-            tool.validator.iter_errors(args), key=lambda e: (-len(e.absolute_path), str(e.message))
-        )
+        errors = sorted(tool.validator.iter_errors(args), key=lambda e: (-len(e.absolute_path), str(e.message)))
         if not errors:
             return None
         error = errors[0]

@@ -39,9 +39,7 @@ async def test_simulator_process_serves_reports_metrics_and_drains() -> None:
             await stream.close()
             assert stream.got.result("p").usage.completion_tokens == 5
         body = await asyncio.to_thread(
-            lambda: (
-                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-            )
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
         )
         for name in (
             "agentmesh_inference_time_to_first_token_seconds",
@@ -69,6 +67,5 @@ def test_bad_model_folder_is_one_line() -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "inference: error: --model: /nonexistent/model is not a model folder "
-        "(run `make setup` to provision it)"
+        "inference: error: --model: /nonexistent/model is not a model folder (run `make setup` to provision it)"
     )

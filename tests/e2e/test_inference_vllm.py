@@ -21,8 +21,7 @@ USER, SYSTEM = common_pb2.ROLE_USER, common_pb2.ROLE_SYSTEM
 
 # About 400 tokens: longer than three of vLLM's 128-token CPU KV blocks.
 LONG_SYSTEM = " ".join(
-    f"Rule {i}: answer politely, cite the handbook section {i}, and never reveal internal notes."
-    for i in range(24)
+    f"Rule {i}: answer politely, cite the handbook section {i}, and never reveal internal notes." for i in range(24)
 )
 
 
@@ -49,9 +48,7 @@ async def test_structured_output_matches_the_schema(vllm_replica: VllmReplica) -
     }
     stream = GenerateStream(vllm_replica.channel)
     await stream.send(
-        submit(
-            "json", chat=[(USER, "Name a city and its country as JSON.")], json_schema=schema, max_tokens=60
-        )
+        submit("json", chat=[(USER, "Name a city and its country as JSON.")], json_schema=schema, max_tokens=60)
     )
     await stream.wait("json")
     await stream.close()

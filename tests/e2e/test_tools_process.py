@@ -60,6 +60,4 @@ def test_unreachable_redis_is_one_line() -> None:
     )  # fmt: skip
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        f"tools: error: Redis at redis://127.0.0.1:{port}/0 is unreachable"
-    )
+    assert len(lines) == 1 and lines[0].startswith(f"tools: error: Redis at redis://127.0.0.1:{port}/0 is unreachable")

@@ -88,9 +88,7 @@ async def test_same_request_gives_same_text_alone_or_multiplexed(replica: Replic
     stream = GenerateStream(replica.channel)
     await stream.send(submit("alone", "hello there", max_tokens=10))
     await stream.wait("alone")
-    await stream.send(
-        *(submit(f"m{i}", "hello there" if i == 3 else f"other {i}", max_tokens=10) for i in range(6))
-    )
+    await stream.send(*(submit(f"m{i}", "hello there" if i == 3 else f"other {i}", max_tokens=10) for i in range(6)))
     await stream.wait(*(f"m{i}" for i in range(6)))
     await stream.close()
     assert stream.got.text("alone") == stream.got.text("m3") != ""

@@ -53,9 +53,7 @@ def test_unreachable_redis_when_required_is_one_line() -> None:
     result = run_probe("--redis-required", "true", "--redis-url", f"redis://127.0.0.1:{free}/0")
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        f"probe: error: Redis at redis://127.0.0.1:{free}/0 is unreachable"
-    )
+    assert len(lines) == 1 and lines[0].startswith(f"probe: error: Redis at redis://127.0.0.1:{free}/0 is unreachable")
 
 
 def test_port_in_use_is_one_line() -> None:

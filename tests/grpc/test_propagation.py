@@ -28,9 +28,7 @@ async def two_hops(
     return a, b, server_a.address, server_b.address
 
 
-async def test_deadline_propagates_across_two_hops(
-    start_server: StartServer, open_channel: OpenChannel
-) -> None:
+async def test_deadline_propagates_across_two_hops(start_server: StartServer, open_channel: OpenChannel) -> None:
     a, b, addr_a, addr_b = await two_hops(start_server)
     stub = agent_pb2_grpc.AgentServiceStub(open_channel(addr_a))
     call = stub.Complete(agent_pb2.CompleteRequest(prompt=f"forward:{addr_b}:echo:one two"), timeout=5.0)

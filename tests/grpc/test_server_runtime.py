@@ -64,13 +64,9 @@ async def test_health_serving_then_not_serving_on_drain_while_stream_finishes(
 async def test_health_not_serving_until_warm(start_server: StartServer, open_channel: OpenChannel) -> None:
     server = await start_server([ProbeAgent().service()], serving=False)
     health = health_pb2_grpc.HealthStub(open_channel(server.address))
-    assert (
-        await health.Check(health_pb2.HealthCheckRequest())
-    ).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.NOT_SERVING
     await server.set_serving(True)
-    assert (
-        await health.Check(health_pb2.HealthCheckRequest())
-    ).status == health_pb2.HealthCheckResponse.SERVING
+    assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
 
 
 async def test_unknown_method_is_unimplemented(start_server: StartServer, open_channel: OpenChannel) -> None:
@@ -82,15 +78,11 @@ async def test_unknown_method_is_unimplemented(start_server: StartServer, open_c
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-async def test_oversized_request_is_resource_exhausted(
-    start_server: StartServer, open_channel: OpenChannel
-) -> None:
+async def test_oversized_request_is_resource_exhausted(start_server: StartServer, open_channel: OpenChannel) -> None:
     config = replace(ServiceConfig(), max_message_bytes=64 * 1024)
     probe = ProbeAgent()
     server = await start_server([probe.service()], config=config)
-    stub = agent_pb2_grpc.AgentServiceStub(
-        open_channel(server.address, compression=grpc.Compression.NoCompression)
-    )
+    stub = agent_pb2_grpc.AgentServiceStub(open_channel(server.address, compression=grpc.Compression.NoCompression))
     call = stub.Complete(agent_pb2.CompleteRequest(prompt="echo:" + "y" * (200 * 1024)))
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await collect(call)
@@ -98,9 +90,7 @@ async def test_oversized_request_is_resource_exhausted(
     assert not probe.seen.started.is_set()
 
 
-async def test_oversized_response_is_resource_exhausted(
-    start_server: StartServer, open_channel: OpenChannel
-) -> None:
+async def test_oversized_response_is_resource_exhausted(start_server: StartServer, open_channel: OpenChannel) -> None:
     server = await start_server([ProbeAgent().service()])
     stub = agent_pb2_grpc.AgentServiceStub(open_channel(server.address, max_message_bytes=64 * 1024))
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -109,14 +99,10 @@ async def test_oversized_response_is_resource_exhausted(
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-async def test_exception_maps_to_internal_without_leaking(
-    start_server: StartServer, open_channel: OpenChannel
-) -> None:
+async def test_exception_maps_to_internal_without_leaking(start_server: StartServer, open_channel: OpenChannel) -> None:
     server = await start_server([ProbeAgent().service()])
     stub = agent_pb2_grpc.AgentServiceStub(open_channel(server.address))
-    call = stub.Complete(
-        agent_pb2.CompleteRequest(prompt="fail:internal"), metadata=(("x-request-id", "req-42"),)
-    )
+    call = stub.Complete(agent_pb2.CompleteRequest(prompt="fail:internal"), metadata=(("x-request-id", "req-42"),))
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await collect(call)
     assert err.value.code() == grpc.StatusCode.INTERNAL
@@ -138,9 +124,7 @@ async def test_domain_errors_map_to_status_with_rich_details(
         await collect(stub.Complete(agent_pb2.CompleteRequest(prompt="fail:invalid")))
     rich = rich_error_of(err.value)
     assert rich.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert [(v.field, v.description) for v in rich.field_violations] == [
-        ("prompt", "must not say fail:invalid")
-    ]
+    assert [(v.field, v.description) for v in rich.field_violations] == [("prompt", "must not say fail:invalid")]
     assert rich.reason == "INVALID_ARGUMENT" and rich.request_id
 
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -183,9 +167,7 @@ async def test_metrics_count_rpcs_by_code(start_server: StartServer, open_channe
     assert value("agentmesh_rpc_server_in_flight", grpc_service=SERVICE_NAME, grpc_method="Complete") == 0
 
 
-async def test_max_concurrent_rpcs_rejects_excess(
-    start_server: StartServer, open_channel: OpenChannel
-) -> None:
+async def test_max_concurrent_rpcs_rejects_excess(start_server: StartServer, open_channel: OpenChannel) -> None:
     config = replace(ServiceConfig(), max_concurrent_rpcs=1)
     probe = ProbeAgent()
     server = await start_server([probe.service()], config=config)

@@ -266,9 +266,7 @@ async def test_dropping_the_stream_stops_the_running_tool(ex: Executor) -> None:
     stream.call.cancel()
     await asyncio.wait_for(ex.probe.cancelled.wait(), 5)
     await eventually(
-        lambda: (
-            ex.metrics.registry.get_sample_value("agentmesh_tool_calls_in_flight", {"tool": "forever"}) == 0
-        )
+        lambda: ex.metrics.registry.get_sample_value("agentmesh_tool_calls_in_flight", {"tool": "forever"}) == 0
     )
 
 
@@ -291,9 +289,7 @@ async def test_bad_calls_get_clear_per_call_errors(ex: Executor) -> None:
     assert stream.results["after"].status == S.TOOL_CALL_STATUS_OK
 
 
-async def test_schema_violation_reports_the_json_pointer(
-    start_server: StartServer, open_channel: OpenChannel
-) -> None:
+async def test_schema_violation_reports_the_json_pointer(start_server: StartServer, open_channel: OpenChannel) -> None:
     ex = await start_executor(start_server, open_channel, Probe(), extra=default_tools())
     stream = Stream(ex.channel)
     await stream.send("bad", "unit_convert", {"value": "ten", "from_unit": "km", "to_unit": "mi"})
@@ -335,9 +331,7 @@ async def web_server() -> AsyncIterator[str]:
 async def test_http_get_allows_only_the_allowlist(
     start_server: StartServer, open_channel: OpenChannel, web_server: str
 ) -> None:
-    ex = await start_executor(
-        start_server, open_channel, Probe(), extra=default_tools(http_allowlist=["127.0.0.1"])
-    )
+    ex = await start_executor(start_server, open_channel, Probe(), extra=default_tools(http_allowlist=["127.0.0.1"]))
     port = web_server.split(":")[1]
     cases = {
         "ok": f"http://{web_server}/page",
@@ -372,9 +366,7 @@ async def test_allowlisted_name_resolving_to_a_private_address_is_refused(
     start_server: StartServer, open_channel: OpenChannel, web_server: str
 ) -> None:
     # "localhost" is allowed by name, but it resolves to 127.0.0.1, which is not: DNS results are checked.
-    ex = await start_executor(
-        start_server, open_channel, Probe(), extra=default_tools(http_allowlist=["localhost"])
-    )
+    ex = await start_executor(start_server, open_channel, Probe(), extra=default_tools(http_allowlist=["localhost"]))
     port = web_server.split(":")[1]
     stream = Stream(ex.channel)
     await stream.send("rebind", "http_get", {"url": f"http://localhost:{port}/page"})

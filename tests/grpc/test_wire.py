@@ -149,9 +149,7 @@ async def test_grpcurl_lists_describes_and_calls(start_server: StartServer) -> N
     assert SERVICE_NAME in listing.split() and "grpc.health.v1.Health" in listing.split()
     described = await run(server.address, "describe", SERVICE_NAME)
     assert "rpc Converse ( stream .agentmesh.agent.v1.ConverseRequest )" in described
-    out = await run(
-        "-d", json.dumps({"prompt": "echo:hello world"}), server.address, f"{SERVICE_NAME}/Complete"
-    )
+    out = await run("-d", json.dumps({"prompt": "echo:hello world"}), server.address, f"{SERVICE_NAME}/Complete")
     assert [m["text_delta"]["text"] for m in json_stream(out)] == ["hello", "world"]
     health = await run(server.address, "grpc.health.v1.Health/Check")
     assert json.loads(health)["status"] == "SERVING"

@@ -37,9 +37,7 @@ def submit(
         s.sampling.max_tokens = max_tokens
     s.sampling.temperature = temperature
     if json_schema is not None:
-        s.structured_output.json_schema = (
-            json_schema if isinstance(json_schema, str) else json.dumps(json_schema)
-        )
+        s.structured_output.json_schema = json_schema if isinstance(json_schema, str) else json.dumps(json_schema)
     if timeout_s is not None:
         s.timeout.FromNanoseconds(int(timeout_s * 1e9))
     return inference_pb2.GenerateRequest(submit=s)
@@ -82,9 +80,7 @@ class GenerateStream:
         async for frame in self.call:
             self.got.frames.append(frame)
             for delta in frame.deltas:
-                assert not self.got.done[delta.request_id].is_set(), (
-                    f"delta after the end of {delta.request_id}"
-                )
+                assert not self.got.done[delta.request_id].is_set(), f"delta after the end of {delta.request_id}"
                 self.got.deltas[delta.request_id].append(delta)
                 if delta.token_ids:
                     self.got.first[delta.request_id].set()

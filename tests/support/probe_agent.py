@@ -56,9 +56,7 @@ class ProbeAgent(agent_pb2_grpc.AgentServiceServicer):
         self.list_tools_calls = 0
 
     def service(self) -> Service:
-        return Service(
-            SERVICE_NAME, lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server)
-        )
+        return Service(SERVICE_NAME, lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server))
 
     async def Complete(
         self, request: agent_pb2.CompleteRequest, context: grpc.aio.ServicerContext[object, object]
@@ -107,9 +105,7 @@ class ProbeAgent(agent_pb2_grpc.AgentServiceServicer):
     ) -> AsyncIterator[agent_pb2.ConverseResponse]:
         async for request in request_iterator:
             if request.HasField("start_turn"):
-                yield agent_pb2.ConverseResponse(
-                    text_delta=agent_pb2.TextDelta(text=request.start_turn.message)
-                )
+                yield agent_pb2.ConverseResponse(text_delta=agent_pb2.TextDelta(text=request.start_turn.message))
 
     async def GetSession(
         self, request: agent_pb2.GetSessionRequest, context: grpc.aio.ServicerContext[object, object]

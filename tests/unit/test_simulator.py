@@ -11,9 +11,7 @@ from services.inference.engine import FinishReason, GenerationRequest, Sampling
 from services.inference.simulator import SimulatorEngine, SimulatorSettings, Timeline, minimal_instance
 
 
-def request(
-    rid: str, words: int, *, prefix: str = "", max_tokens: int = 8, priority: int = 1
-) -> GenerationRequest:
+def request(rid: str, words: int, *, prefix: str = "", max_tokens: int = 8, priority: int = 1) -> GenerationRequest:
     text = prefix + " ".join(f"{rid}w{i}" for i in range(words))
     return GenerationRequest(
         request_id=rid,

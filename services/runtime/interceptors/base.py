@@ -72,9 +72,7 @@ def rewrap(
     handler: grpc.RpcMethodHandler[Any, Any], wrap: Callable[[Behavior], Behavior]
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """A copy of ``handler`` whose behaviour is ``wrap(normalised behaviour)``."""
-    behavior: Any = (
-        handler.stream_stream or handler.stream_unary or handler.unary_stream or handler.unary_unary
-    )
+    behavior: Any = handler.stream_stream or handler.stream_unary or handler.unary_stream or handler.unary_unary
     wrapped = wrap(as_coroutine(behavior))
     kw = {
         "request_deserializer": handler.request_deserializer,
@@ -117,9 +115,7 @@ class RpcInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         return rewrap(handler, wrap)
 
     @abc.abstractmethod
-    async def around(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
-    ) -> Any:
+    async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         """Run ``call_next()`` (the rest of the chain and the handler) with this concern around it."""
 
 

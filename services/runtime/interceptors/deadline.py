@@ -14,9 +14,7 @@ from services.runtime.interceptors.base import CallNext, RpcInfo, RpcInterceptor
 class DeadlineInterceptor(RpcInterceptor):
     """Sets ``DEADLINE`` from ``context.time_remaining()`` (None when the caller set none)."""
 
-    async def around(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
-    ) -> Any:
+    async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         remaining = context.time_remaining()
         expires_at = None if remaining is None else time.monotonic() + remaining
         token = DEADLINE.set(expires_at)

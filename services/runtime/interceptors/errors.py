@@ -40,9 +40,7 @@ def from_downstream(err: grpc.aio.AioRpcError) -> AgentMeshError:
     if code is grpc.StatusCode.CANCELLED:
         return Cancelled("the request was cancelled")
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return ResourceExhausted(
-            "a downstream service is overloaded", retry_after_s=rich.retry_after_s or 1.0
-        )
+        return ResourceExhausted("a downstream service is overloaded", retry_after_s=rich.retry_after_s or 1.0)
     if code is grpc.StatusCode.UNAVAILABLE:
         return Unavailable("a downstream service is unavailable", retry_after_s=rich.retry_after_s)
     return AgentMeshError("internal error")
@@ -51,9 +49,7 @@ def from_downstream(err: grpc.aio.AioRpcError) -> AgentMeshError:
 class ErrorInterceptor(RpcInterceptor):
     """Innermost interceptor: turns exceptions into ``context.abort`` with rich details."""
 
-    async def around(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
-    ) -> Any:
+    async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         try:
             return await call_next()
         except (grpc.aio.AbortError, asyncio.CancelledError):
@@ -74,12 +70,6 @@ class ErrorInterceptor(RpcInterceptor):
     ) -> None:
         request_id = REQUEST_ID.get()
         if internal:
-            exc = AgentMeshError(
-                f"internal error (request id {request_id})" if request_id else "internal error"
-            )
-        md = (
-            (*trailing_metadata(exc, request_id), (HEADER, request_id))
-            if request_id
-            else trailing_metadata(exc)
-        )
+            exc = AgentMeshError(f"internal error (request id {request_id})" if request_id else "internal error")
+        md = (*trailing_metadata(exc, request_id), (HEADER, request_id)) if request_id else trailing_metadata(exc)
         await context.abort(exc.code, exc.message, md)

@@ -17,9 +17,7 @@ class MetricsInterceptor(RpcInterceptor):
     def __init__(self, metrics: Metrics) -> None:
         self._m = metrics
 
-    async def around(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
-    ) -> Any:
+    async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         labels = (info.service, info.name, info.kind)
         self._m.rpc_started.labels(*labels).inc()
         in_flight = self._m.rpc_in_flight.labels(info.service, info.name)

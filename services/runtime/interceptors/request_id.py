@@ -26,9 +26,7 @@ def new_request_id() -> str:
 class RequestIdInterceptor(RpcInterceptor):
     """Sets ``REQUEST_ID`` for the RPC and returns it in trailing metadata."""
 
-    async def around(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
-    ) -> Any:
+    async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         given = info.header(HEADER)
         request_id = given if given and _VALID.match(given) else new_request_id()
         token = REQUEST_ID.set(request_id)

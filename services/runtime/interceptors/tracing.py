@@ -59,9 +59,7 @@ class ServerTracingInterceptor(RpcInterceptor):
     def __init__(self, tracer_provider: trace.TracerProvider) -> None:
         self._tracer = tracer_provider.get_tracer(INSTRUMENTATION)
 
-    async def around(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext
-    ) -> Any:
+    async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         parent = extract_context({k: v for k, v in info.metadata if isinstance(v, str)})
         attributes = {
             "rpc.system": "grpc",
@@ -156,16 +154,12 @@ class UnaryStreamTracing(_ClientTracing, grpc.aio.UnaryStreamClientInterceptor):
 
 
 class StreamUnaryTracing(_ClientTracing, grpc.aio.StreamUnaryClientInterceptor):
-    async def intercept_stream_unary(
-        self, continuation: Any, client_call_details: Any, request_iterator: Any
-    ) -> Any:
+    async def intercept_stream_unary(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
         return await self._intercept(continuation, client_call_details, request_iterator)
 
 
 class StreamStreamTracing(_ClientTracing, grpc.aio.StreamStreamClientInterceptor):
-    async def intercept_stream_stream(
-        self, continuation: Any, client_call_details: Any, request_iterator: Any
-    ) -> Any:
+    async def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
         return await self._intercept(continuation, client_call_details, request_iterator)
 
 

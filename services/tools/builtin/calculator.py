@@ -85,9 +85,7 @@ def _eval(node: ast.AST) -> Any:
     if isinstance(node, ast.Call):
         if isinstance(node.func, ast.Name) and node.func.id not in FUNCTIONS:
             raise ToolError(f"unknown function {node.func.id!r}; allowed: {', '.join(FUNCTIONS)}")
-        raise ToolError(
-            f"only these functions may be called, with positional arguments: {', '.join(FUNCTIONS)}"
-        )
+        raise ToolError(f"only these functions may be called, with positional arguments: {', '.join(FUNCTIONS)}")
     if isinstance(node, ast.Name):
         raise ToolError(f"unknown name {node.id!r}")
     raise ToolError(f"{type(node).__name__} is not allowed in an arithmetic expression")

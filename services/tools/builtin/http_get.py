@@ -84,9 +84,7 @@ class CheckedResolver(AbstractResolver):
             ip = ipaddress.ip_address(sockaddr[0])
             if not self._allowlist.address_allowed(ip):
                 raise ToolError(f"{host} resolves to {ip}, which is not allowed")
-            results.append(
-                {"hostname": host, "host": str(ip), "port": port, "family": fam, "proto": proto, "flags": 0}
-            )
+            results.append({"hostname": host, "host": str(ip), "port": port, "family": fam, "proto": proto, "flags": 0})
         return results
 
     async def close(self) -> None:

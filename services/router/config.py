@@ -1,0 +1,44 @@
+"""Configuration of the router (flags and AGENTMESH_ROUTER_* variables)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.runtime.config import ConfigError, RedisConfig, non_negative, opt, port, positive
+
+
+@dataclass(frozen=True)
+class RouterConfig(RedisConfig):
+    """AgentMesh router: the agent loop, sessions, replica picking, response cache and failover."""
+
+    ENV_PREFIX = "AGENTMESH_ROUTER_"
+    SERVICE_NAME = "router"
+
+    port: int = opt(50052, "gRPC port", check=port)
+    metrics_port: int = opt(9152, "Prometheus /metrics port (0 picks a free one, -1 disables)")
+    inference: tuple[str, ...] = opt(
+        ("127.0.0.1:50054",),
+        "inference replicas: host:port or dns:host:port (resolved and refreshed), comma-separated",
+    )
+    tools: str = opt("127.0.0.1:50053", "tool executor address")
+    dns_refresh_s: float = opt(10.0, "seconds between DNS refreshes of dns: replicas", check=positive)
+    picker: str = opt(
+        "prefix",
+        "replica placement: prefix (ours), round-robin or least-loaded (baselines)",
+        choices=("prefix", "round-robin", "least-loaded"),
+    )
+    load_factor: float = opt(1.25, "bounded-load factor c: a replica above c × mean load is skipped", check=positive)
+    session_ttl_s: float = opt(86_400.0, "seconds a session lives after its last turn", check=positive)
+    history_budget_tokens: int = opt(1200, "history kept in the prompt, in (estimated) tokens", check=positive)
+    max_tool_rounds: int = opt(2, "default plan→act rounds per turn", check=positive)
+    answer_max_tokens: int = opt(256, "default max_tokens of an answer", check=positive)
+    max_output_tokens: int = opt(1024, "largest max_tokens a client may ask for", check=positive)
+    response_cache_ttl_s: float = opt(
+        600.0, "seconds a deterministic response stays cached (0 disables)", check=non_negative
+    )
+    tool_timeout_s: float = opt(10.0, "time allowed for one tool call (retries included)", check=positive)
+    model_id: str = opt("SmolLM2-135M-Instruct", "model name, part of the response-cache key")
+
+    def validate(self) -> None:
+        if not self.inference:
+            raise ConfigError("--inference: at least one inference replica is required")

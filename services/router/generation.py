@@ -1,0 +1,276 @@
+"""One generation: response cache, replica choice, streaming, and failover.
+
+In: a ``GenerationSpec`` (chat messages, sampling, priority, optional JSON
+schema). Out: ``GenerationEvent``s — text deltas, then one ``done`` with usage,
+TTFT, the replica and why it was chosen.
+
+- Deterministic requests (temperature 0) are looked up in the response cache
+  (key: sha256 of model, messages, sampling, schema); a hit replays the stored
+  deltas without touching any replica, marked ``cached``.
+- Candidates come from the picker, best first. A replica that fails before the
+  first token is skipped invisibly. One that fails mid-answer is replaced by
+  the next candidate, which continues from the text already streamed (the
+  partial answer becomes the final assistant message, continued with
+  ``continue_final_message``); the caller sees one uninterrupted answer.
+  Structured (JSON) generations are buffered and restarted instead, since a
+  grammar cannot resume mid-document.
+- When no candidate is left: ``Unavailable`` with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
+
+from agentmesh.common.v1 import common_pb2
+from agentmesh.inference.v1 import inference_pb2
+from services.router.metrics import RouterMetrics
+from services.router.picker import Picker, placement_key
+from services.router.prompt import Message
+from services.router.replica_link import ReplicaDown, ReplicaLink
+from services.router.replicas import ReplicaSet
+from services.runtime.cache import TwoLevelCache, cache_key
+from services.runtime.deadline import Deadline
+from services.runtime.errors import (
+    AgentMeshError,
+    DeadlineExceeded,
+    FieldViolation,
+    InvalidArgument,
+    ResourceExhausted,
+    Unavailable,
+    code_from_number,
+)
+from services.runtime.interceptors.tracing import inject_context
+
+log = logging.getLogger(__name__)
+
+ROLES = {
+    "system": common_pb2.ROLE_SYSTEM,
+    "user": common_pb2.ROLE_USER,
+    "assistant": common_pb2.ROLE_ASSISTANT,
+    "tool": common_pb2.ROLE_TOOL,
+}
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    messages: Sequence[Message]
+    sampling: common_pb2.SamplingParams
+    priority: common_pb2.Priority.ValueType = common_pb2.PRIORITY_P1
+    json_schema: str = ""
+    #: Field prefix for errors the replica reports about the request (e.g. "start_turn.sampling").
+    sampling_field: str = "sampling"
+
+    @property
+    def deterministic(self) -> bool:
+        return self.sampling.HasField("temperature") and self.sampling.temperature == 0.0
+
+
+@dataclass
+class GenerationDone:
+    usage: common_pb2.Usage
+    finish_reason: common_pb2.FinishReason.ValueType
+    ttft_s: float
+    replica: str
+    reason: str
+    cached: bool = False
+    failovers: int = 0
+
+
+@dataclass
+class GenerationEvent:
+    text: str = ""
+    done: GenerationDone | None = None
+
+
+@dataclass
+class _Attempt:
+    text: str = ""
+    deltas: list[str] = field(default_factory=list)
+    completion_tokens: int = 0
+
+
+class Generator:
+    def __init__(
+        self,
+        replicas: ReplicaSet,
+        picker: Picker,
+        *,
+        cache: TwoLevelCache | None,
+        metrics: RouterMetrics | None,
+        model_id: str = "",
+        cache_ttl_s: float = 600.0,
+    ) -> None:
+        self._replicas = replicas
+        self._picker = picker
+        self._cache = cache
+        self._metrics = metrics
+        self._model_id = model_id
+        self._cache_ttl_s = cache_ttl_s
+
+    def _cache_key(self, spec: GenerationSpec) -> str:
+        s = spec.sampling
+        sampling = {
+            "temperature": s.temperature,
+            "top_p": s.top_p if s.HasField("top_p") else None,
+            "top_k": s.top_k,
+            "max_tokens": s.max_tokens if s.HasField("max_tokens") else None,
+            "seed": s.seed if s.HasField("seed") else None,
+            "stop": list(s.stop),
+        }
+        return cache_key("response", self._model_id, [list(m) for m in spec.messages], sampling, spec.json_schema)
+
+    async def stream(self, spec: GenerationSpec) -> AsyncGenerator[GenerationEvent, None]:
+        key = self._cache_key(spec) if spec.deterministic and self._cache is not None else None
+        if key is not None:
+            assert self._cache is not None
+            hit, _level = await self._cache.get(key)
+            if self._metrics is not None:
+                self._metrics.response_cache.labels("miss" if hit is None else "hit").inc()
+            if hit is not None:
+                stored = json.loads(hit)
+                start = time.perf_counter()
+                for text in stored["deltas"]:
+                    yield GenerationEvent(text=text)
+                usage = common_pb2.Usage(**stored["usage"])
+                yield GenerationEvent(
+                    done=GenerationDone(
+                        usage, stored["finish_reason"], time.perf_counter() - start, "", "cache", cached=True
+                    )
+                )
+                return
+
+        place = placement_key(spec.messages)
+        candidates = self._picker.candidates(place, self._replicas.replicas)
+        if not candidates:
+            raise Unavailable("no inference replica is available", retry_after_s=1.0)
+        buffered = bool(spec.json_schema)
+        streamed = _Attempt()  # what the caller has already seen
+        start = time.perf_counter()
+        first_token_at: float | None = None
+        failovers = 0
+        last_error = ""
+        for choice in candidates:
+            link: ReplicaLink = choice.replica  # type: ignore[assignment]
+            if not link.breaker.allow():
+                continue
+            attempt = _Attempt()
+            submit = self._submit(spec, streamed.text if not buffered else "", streamed.completion_tokens)
+            try:
+                async for delta in link.generate(submit):
+                    if delta.text:
+                        attempt.text += delta.text
+                        attempt.deltas.append(delta.text)
+                        if first_token_at is None:
+                            first_token_at = time.perf_counter()
+                        if not buffered:
+                            streamed.text += delta.text
+                            streamed.deltas.append(delta.text)
+                            yield GenerationEvent(text=delta.text)
+                    attempt.completion_tokens += len(delta.token_ids)
+                    if not buffered:
+                        streamed.completion_tokens += len(delta.token_ids)
+                    if delta.HasField("result"):
+                        self._raise_for(delta.result, link, spec)
+                        link.breaker.record_success()
+                        self._picker.served(place, link)
+                        result = delta.result
+                        if buffered:
+                            for text in attempt.deltas:
+                                yield GenerationEvent(text=text)
+                            streamed = attempt
+                        usage = common_pb2.Usage()
+                        usage.CopyFrom(result.usage)
+                        usage.completion_tokens = streamed.completion_tokens
+                        ttft = (first_token_at or time.perf_counter()) - start
+                        if self._metrics is not None:
+                            self._metrics.picks.labels(link.target, choice.reason).inc()
+                        if (
+                            key is not None
+                            and self._cache is not None
+                            and result.finish_reason in (common_pb2.FINISH_REASON_STOP, common_pb2.FINISH_REASON_LENGTH)
+                        ):
+                            payload = {
+                                "deltas": streamed.deltas,
+                                "usage": {
+                                    "prompt_tokens": usage.prompt_tokens,
+                                    "completion_tokens": usage.completion_tokens,
+                                },
+                                "finish_reason": result.finish_reason,
+                            }
+                            await self._cache.set(key, json.dumps(payload).encode(), self._cache_ttl_s)
+                        yield GenerationEvent(
+                            done=GenerationDone(
+                                usage,
+                                result.finish_reason,
+                                ttft,
+                                link.target,
+                                choice.reason,
+                                failovers=failovers,
+                            )
+                        )
+                        return
+                raise ReplicaDown(link.target, "stream ended without a result")
+            except ReplicaDown as exc:
+                link.breaker.record_failure()
+                failovers += 1
+                last_error = exc.message
+                kind = "mid_answer" if streamed.text else "before_first_token"
+                log.warning("generation failed on %s (%s); failing over (%s)", link.target, exc.message, kind)
+                if self._metrics is not None:
+                    self._metrics.failovers.labels(kind).inc()
+        where = " in the middle of the answer" if streamed.text else ""
+        raise Unavailable(
+            f"every inference replica failed{where}; last error: {last_error or 'none available'}",
+            retry_after_s=1.0,
+        )
+
+    def _submit(self, spec: GenerationSpec, partial: str, produced: int) -> inference_pb2.SubmitGeneration:
+        submit = inference_pb2.SubmitGeneration(request_id=uuid.uuid4().hex, priority=spec.priority)
+        for role, content in spec.messages:
+            submit.chat.messages.add(role=ROLES[role], content=content)
+        if partial:
+            submit.chat.messages.add(role=common_pb2.ROLE_ASSISTANT, content=partial)
+            submit.chat.continue_final_message = True
+        else:
+            submit.chat.add_generation_prompt = True
+        submit.sampling.CopyFrom(spec.sampling)
+        if partial and spec.sampling.HasField("max_tokens"):
+            submit.sampling.max_tokens = max(1, spec.sampling.max_tokens - produced)
+        if spec.json_schema:
+            submit.structured_output.json_schema = spec.json_schema
+        remaining = Deadline.current().remaining()
+        if remaining is not None:
+            if remaining <= 0:
+                raise DeadlineExceeded("the deadline passed before the generation could start")
+            submit.timeout.FromNanoseconds(int(remaining * 1e9))
+        for k, v in inject_context().items():
+            submit.trace_context[k] = v
+        return submit
+
+    @staticmethod
+    def _raise_for(result: inference_pb2.GenerationResult, link: ReplicaLink, spec: GenerationSpec) -> None:
+        if not result.HasField("error"):
+            return
+        error = result.error
+        code = code_from_number(error.code)
+        if code.name == "UNAVAILABLE":
+            raise ReplicaDown(link.target, error.message)
+        if code.name == "INVALID_ARGUMENT":
+            violations = [
+                FieldViolation(
+                    v.field.replace("submit.sampling", spec.sampling_field).replace("submit.", ""),
+                    v.description,
+                )
+                for v in error.field_violations
+            ]
+            raise InvalidArgument(error.message, violations)
+        if code.name == "DEADLINE_EXCEEDED":
+            raise DeadlineExceeded("the request ran out of time in the inference engine")
+        if code.name == "RESOURCE_EXHAUSTED":
+            raise ResourceExhausted("the inference engine is overloaded", retry_after_s=1.0)
+        raise AgentMeshError(f"generation failed: {error.message}")

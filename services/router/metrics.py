@@ -1,0 +1,66 @@
+"""Router metrics: turns, steps, replica picks (and why), failovers, response-cache hits, TTFT."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+from services.runtime.metrics import LATENCY_BUCKETS, Metrics
+
+
+class RouterMetrics:
+    def __init__(self, metrics: Metrics) -> None:
+        ns, reg = metrics.namespace, metrics.registry
+        self.turns = Counter("router_turns", "Agent turns by outcome.", ["outcome"], namespace=ns, registry=reg)
+        self.turn_seconds = Histogram(
+            "router_turn_seconds", "Whole-turn latency.", namespace=ns, registry=reg, buckets=LATENCY_BUCKETS
+        )
+        self.step_seconds = Histogram(
+            "router_step_seconds",
+            "Latency of each turn step.",
+            ["step"],
+            namespace=ns,
+            registry=reg,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.ttft = Histogram(
+            "router_time_to_first_token_seconds",
+            "Turn start to first answer token.",
+            namespace=ns,
+            registry=reg,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.tool_calls = Counter(
+            "router_tool_calls",
+            "Tool calls made by turns, by tool and status.",
+            ["tool", "status"],
+            namespace=ns,
+            registry=reg,
+        )
+        self.picks = Counter(
+            "router_replica_picks",
+            "Generations by replica and why it was chosen.",
+            ["replica", "reason"],
+            namespace=ns,
+            registry=reg,
+        )
+        self.failovers = Counter(
+            "router_failovers",
+            "Generations moved to another replica, by when.",
+            ["kind"],
+            namespace=ns,
+            registry=reg,
+        )
+        self.response_cache = Counter(
+            "router_response_cache_lookups",
+            "Response-cache lookups by result.",
+            ["result"],
+            namespace=ns,
+            registry=reg,
+        )
+        self.cached_prompt_tokens = Counter(
+            "router_cached_prompt_tokens",
+            "Prompt tokens served from replicas' prefix caches.",
+            namespace=ns,
+            registry=reg,
+        )
+        self.prompt_tokens = Counter("router_prompt_tokens", "Prompt tokens sent.", namespace=ns, registry=reg)

@@ -1,0 +1,251 @@
+"""The router's AgentService: Converse, Complete, GetSession, ListTools.
+
+Thin: decode and validate, hand the turn to ``AgentLoop`` (Converse) or a
+single generation to ``Generator`` (Complete), encode. Converse runs one turn
+at a time per stream in a task, so the stream keeps reading (a CancelTurn, or
+the client going away, cancels that task and everything under it). The tenant
+comes from the ``x-agentmesh-tenant`` metadata set by the gateway after auth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc.aio
+from google.protobuf import timestamp_pb2
+
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from agentmesh.common.v1 import common_pb2
+from services.router.agent_loop import MODES, AgentLoop, TurnRequest, duration
+from services.router.generation import GenerationSpec, Generator
+from services.router.prompt import DEFAULT_SYSTEM_PROMPT
+from services.router.sessions import SessionStore
+from services.runtime.context import current_request_id
+from services.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from services.runtime.server import Service
+
+SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+TENANT_HEADER = "x-agentmesh-tenant"
+DEFAULT_TENANT = "default"
+MAX_MESSAGE_CHARS = 32_000
+MAX_ID_CHARS = 128
+
+
+def tenant_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == TENANT_HEADER and isinstance(value, str) and value:
+            return value
+    return DEFAULT_TENANT
+
+
+def check_sampling(s: common_pb2.SamplingParams, prefix: str, max_tokens: int) -> list[FieldViolation]:
+    bad = []
+    if s.HasField("temperature") and not 0 <= s.temperature <= 2:
+        bad.append(FieldViolation(f"{prefix}.temperature", "must be between 0 and 2"))
+    if s.HasField("top_p") and not 0 < s.top_p <= 1:
+        bad.append(FieldViolation(f"{prefix}.top_p", "must be in (0, 1]"))
+    if s.HasField("max_tokens") and not 1 <= s.max_tokens <= max_tokens:
+        bad.append(FieldViolation(f"{prefix}.max_tokens", f"must be between 1 and {max_tokens}"))
+    return bad
+
+
+def _raise(bad: list[FieldViolation]) -> None:
+    if bad:
+        raise InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in bad), bad)
+
+
+def _ts(seconds: float) -> timestamp_pb2.Timestamp:
+    t = timestamp_pb2.Timestamp()
+    t.FromNanoseconds(int(seconds * 1e9))
+    return t
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(
+        self, loop: AgentLoop, generator: Generator, sessions: SessionStore, *, max_output_tokens: int = 1024
+    ) -> None:
+        self._loop = loop
+        self._generator = generator
+        self._sessions = sessions
+        self._max_output_tokens = max_output_tokens
+        self._open_streams: set[Callable[[agent_pb2.ConverseResponse], Awaitable[None]]] = set()
+
+    def service(self) -> Service:
+        return Service(SERVICE_NAME, lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server))
+
+    async def announce_draining(self) -> None:
+        """Tell every open Converse stream to finish its turn and reconnect elsewhere."""
+        notice = agent_pb2.ConverseResponse(
+            draining=agent_pb2.DrainNotice(reason="server shutting down", retry_after=duration(1.0))
+        )
+        await asyncio.gather(*(send(notice) for send in list(self._open_streams)), return_exceptions=True)
+
+    async def validate_start(self, start: agent_pb2.StartTurn) -> None:
+        bad = []
+        if not start.message.strip():
+            bad.append(FieldViolation("start_turn.message", "must not be empty"))
+        elif len(start.message) > MAX_MESSAGE_CHARS:
+            bad.append(FieldViolation("start_turn.message", f"must be at most {MAX_MESSAGE_CHARS} characters"))
+        for name in ("session_id", "turn_id"):
+            value = getattr(start, name)
+            if len(value) > MAX_ID_CHARS or any(c.isspace() or c in "{}" for c in value):
+                bad.append(FieldViolation(f"start_turn.{name}", "at most 128 characters, no spaces or braces"))
+        if start.tool_choice.mode not in MODES:
+            bad.append(FieldViolation("start_turn.tool_choice.mode", "unknown mode"))
+        if start.tool_choice.mode == agent_pb2.TOOL_CHOICE_MODE_NAMED:
+            names = {t.name for t in await self._loop.tool_specs()}
+            if start.tool_choice.tool_name not in names:
+                bad.append(FieldViolation("start_turn.tool_choice.tool_name", f"must be one of {sorted(names)}"))
+        if start.max_tool_rounds > 8:
+            bad.append(FieldViolation("start_turn.max_tool_rounds", "must be at most 8"))
+        bad += check_sampling(start.sampling, "start_turn.sampling", self._max_output_tokens)
+        _raise(bad)
+
+    # A coroutine that writes with context.write, where the generated stub assumes a generator.
+    async def Converse(  # type: ignore[override]
+        self,
+        request_iterator: AsyncIterator[agent_pb2.ConverseRequest],
+        context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse],
+    ) -> None:
+        tenant = tenant_of(context)
+        writing = asyncio.Lock()
+
+        async def send(message: agent_pb2.ConverseResponse) -> None:
+            async with writing:
+                await context.write(message)
+
+        async def run_turn(start: agent_pb2.StartTurn) -> None:
+            async for event in self._loop.run(TurnRequest(tenant, start, current_request_id())):
+                await send(event)
+
+        self._open_streams.add(send)
+        requests = request_iterator.__aiter__()
+        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(requests.__anext__())
+        turn: asyncio.Task[None] | None = None
+        turn_id = ""
+        try:
+            while True:
+                waits: set[asyncio.Future[Any]] = {next_request}
+                if turn is not None:
+                    waits.add(turn)
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if turn is not None and turn in done:
+                    finished, turn = turn, None
+                    if not finished.cancelled():
+                        finished.result()  # a failed turn ends the stream with its status
+                if next_request in done:
+                    try:
+                        request = next_request.result()
+                    except StopAsyncIteration:
+                        if turn is not None:
+                            await turn
+                        return
+                    next_request = asyncio.ensure_future(requests.__anext__())
+                    action = request.WhichOneof("action")
+                    if action == "start_turn":
+                        if turn is not None:
+                            raise FailedPrecondition("a turn is already running on this stream; cancel it first")
+                        await self.validate_start(request.start_turn)
+                        turn_id = request.start_turn.turn_id
+                        turn = asyncio.create_task(run_turn(request.start_turn))
+                    elif (
+                        action == "cancel_turn"
+                        and turn is not None
+                        and (not request.cancel_turn.turn_id or not turn_id or request.cancel_turn.turn_id == turn_id)
+                    ):
+                        turn.cancel()
+                        await asyncio.gather(turn, return_exceptions=True)
+                        turn = None
+        finally:
+            self._open_streams.discard(send)
+            next_request.cancel()
+            if turn is not None:
+                turn.cancel()
+                await asyncio.gather(turn, return_exceptions=True)
+
+    async def Complete(
+        self,
+        request: agent_pb2.CompleteRequest,
+        context: grpc.aio.ServicerContext[agent_pb2.CompleteRequest, agent_pb2.CompleteResponse],
+    ) -> AsyncIterator[agent_pb2.CompleteResponse]:
+        bad = []
+        if not request.prompt.strip():
+            bad.append(FieldViolation("prompt", "must not be empty"))
+        elif len(request.prompt) > MAX_MESSAGE_CHARS:
+            bad.append(FieldViolation("prompt", f"must be at most {MAX_MESSAGE_CHARS} characters"))
+        bad += check_sampling(request.sampling, "sampling", self._max_output_tokens)
+        _raise(bad)
+        from opentelemetry import trace
+
+        span_context = trace.get_current_span().get_span_context()
+        yield agent_pb2.CompleteResponse(
+            started=agent_pb2.CompleteStarted(
+                request_id=current_request_id(), trace_id=format(span_context.trace_id, "032x")
+            )
+        )
+        sampling = common_pb2.SamplingParams()
+        sampling.CopyFrom(request.sampling)
+        if not sampling.HasField("temperature"):
+            sampling.temperature = 0.0
+        messages = [("system", request.system_prompt or DEFAULT_SYSTEM_PROMPT), ("user", request.prompt)]
+        spec = GenerationSpec(messages, sampling, request.priority or common_pb2.PRIORITY_P1)
+        async for event in self._generator.stream(spec):
+            if event.text:
+                yield agent_pb2.CompleteResponse(text_delta=agent_pb2.TextDelta(text=event.text))
+            if event.done is not None:
+                d = event.done
+                yield agent_pb2.CompleteResponse(
+                    finished=agent_pb2.CompleteFinished(
+                        usage=d.usage,
+                        finish_reason=d.finish_reason,
+                        time_to_first_token=duration(d.ttft_s),
+                        cached=d.cached,
+                    )
+                )
+
+    async def GetSession(
+        self,
+        request: agent_pb2.GetSessionRequest,
+        context: grpc.aio.ServicerContext[agent_pb2.GetSessionRequest, agent_pb2.GetSessionResponse],
+    ) -> agent_pb2.GetSessionResponse:
+        if not request.session_id:
+            _raise([FieldViolation("session_id", "must not be empty")])
+        session = await self._sessions.load(tenant_of(context), request.session_id)
+        if session is None:
+            raise NotFound(f"session {request.session_id} not found")
+        out = agent_pb2.Session(
+            session_id=session.session_id,
+            system_prompt=session.system_prompt,
+            created_at=_ts(session.created_at),
+            expires_at=_ts(time.time() + session.ttl_s),
+        )
+        for t in session.turns:
+            turn = out.turns.add(
+                turn_id=t.turn_id,
+                user_message=t.user_message,
+                answer=t.answer,
+                usage=common_pb2.Usage(**t.usage),
+                finish_reason=t.finish_reason,
+                completed_at=_ts(t.completed_at),
+            )
+            for c in t.tool_calls:
+                turn.tool_calls.add(
+                    call_id=c.call_id,
+                    tool_name=c.tool_name,
+                    status=c.status,
+                    output_json=c.output_json,
+                    error_message=c.error_message,
+                    latency=duration(c.latency_s),
+                    cached=c.cached,
+                )
+        return agent_pb2.GetSessionResponse(session=out)
+
+    async def ListTools(
+        self,
+        request: agent_pb2.ListToolsRequest,
+        context: grpc.aio.ServicerContext[agent_pb2.ListToolsRequest, agent_pb2.ListToolsResponse],
+    ) -> agent_pb2.ListToolsResponse:
+        return agent_pb2.ListToolsResponse(tools=await self._loop.tool_specs())

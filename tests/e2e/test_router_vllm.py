@@ -1,0 +1,86 @@
+"""The agent loop on the real vLLM engine (embedded SmolLM2), a real tool executor and real Redis."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import grpc.aio
+import pytest
+import redis.asyncio as aioredis
+
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from agentmesh.common.v1 import common_pb2
+from services.router.config import RouterConfig
+from services.router.main import build_router
+from services.runtime.cache import TwoLevelCache
+from services.runtime.config import ServiceConfig
+from services.runtime.metrics import Metrics
+from services.runtime.server import MeshServer
+from services.tools.builtin import default_tools
+from services.tools.executor import ToolExecutor
+from services.tools.registry import ToolRegistry
+from services.tools.servicer import ToolExecutorServicer
+from tests.e2e.conftest import VllmReplica
+from tests.support.mesh import TurnResult, converse
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture
+async def agent(
+    vllm_replica: VllmReplica, redis_client: aioredis.Redis
+) -> AsyncIterator[agent_pb2_grpc.AgentServiceStub]:
+    executor = ToolExecutor(ToolRegistry(default_tools()), cache=TwoLevelCache("test:tools:", redis_client))
+    tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor).service()], metrics=Metrics())
+    await tools_server.start()
+    config = replace(RouterConfig(), port=0, inference=(vllm_replica.server.address,), tools=tools_server.address)
+    router = build_router(config, redis_client, Metrics())
+    server = MeshServer(config, [router.servicer.service()], metrics=Metrics())
+    await server.start()
+    await router.start()
+    assert await router.replicas.wait_any(30)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        yield agent_pb2_grpc.AgentServiceStub(channel)
+    await server.drain(grace=0)
+    await router.close()
+    await tools_server.drain(grace=0)
+
+
+def tool_calls(result: TurnResult) -> list[agent_pb2.ToolCallFinished]:
+    return [e.tool_call_finished for e in result.events if e.HasField("tool_call_finished")]
+
+
+async def test_arithmetic_calls_the_calculator_and_answers_1081(
+    agent: Any,
+) -> None:
+    result = await converse(agent, agent_pb2.StartTurn(message="What is 23*47?"))
+    calls = tool_calls(result)
+    assert [c.tool_name for c in calls] == ["calculator"]
+    assert calls[0].status == common_pb2.TOOL_CALL_STATUS_OK
+    assert json.loads(calls[0].output_json)["result"] == 1081
+    assert "1081" in result.text.replace(",", "")
+
+
+async def test_time_question_calls_the_clock(agent: Any) -> None:
+    result = await converse(agent, agent_pb2.StartTurn(message="What time is it in Tokyo?"))
+    assert "clock" in [c.tool_name for c in tool_calls(result)]
+    assert result.text
+
+
+async def test_haiku_calls_no_tool(agent: Any) -> None:
+    result = await converse(agent, agent_pb2.StartTurn(message="Write a haiku about the sea"))
+    assert tool_calls(result) == []
+    assert len(result.text.split()) >= 5
+
+
+async def test_follow_up_turn_sees_the_previous_turn(agent: Any) -> None:
+    none = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
+    first = await converse(agent, agent_pb2.StartTurn(message="My name is Alice. Please remember it.",
+                                                      tool_choice=none))  # fmt: skip
+    second = await converse(agent, agent_pb2.StartTurn(session_id=first.accepted.session_id,
+                                                       message="What is my name?", tool_choice=none))  # fmt: skip
+    assert "Alice" in second.text
+    assert second.completed.usage.prompt_tokens > first.completed.usage.prompt_tokens

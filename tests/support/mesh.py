@@ -1,0 +1,156 @@
+"""An in-process mesh for router tests: simulator replicas, a tool executor and routers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import grpc.aio
+import redis.asyncio as aioredis
+from opentelemetry.sdk.trace import TracerProvider
+
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from services.inference.servicer import InferenceServicer
+from services.inference.session import SessionSettings
+from services.inference.simulator import SimulatorEngine, SimulatorSettings
+from services.router.config import RouterConfig
+from services.router.main import Router, build_router
+from services.router.picker import Picker
+from services.runtime.cache import TwoLevelCache
+from services.runtime.config import ServiceConfig
+from services.runtime.metrics import Metrics
+from services.runtime.server import MeshServer
+from services.tools.builtin import default_tools
+from services.tools.executor import ToolExecutor
+from services.tools.registry import ToolDefinition, ToolRegistry
+from services.tools.servicer import ToolExecutorServicer
+
+FAST_SIM = SimulatorSettings(
+    prefill_s_per_token=0.00002, decode_base_s=0.002, decode_per_seq_s=0.0, output_tokens=24, time_scale=1.0
+)
+
+
+@dataclass
+class SimReplica:
+    engine: SimulatorEngine
+    server: MeshServer
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+
+@dataclass
+class Mesh:
+    replicas: list[SimReplica]
+    tools_server: MeshServer
+    redis: aioredis.Redis
+    servers: list[MeshServer] = field(default_factory=list)
+    routers: list[tuple[Router, MeshServer, grpc.aio.Channel]] = field(default_factory=list)
+
+    def submitted(self) -> list[int]:
+        return [r.engine.submitted for r in self.replicas]
+
+    def unfinished(self) -> int:
+        return sum(r.engine.unfinished_requests() for r in self.replicas)
+
+    def hit_rate(self) -> float:
+        queried = sum(r.engine._queried_tokens for r in self.replicas)
+        hits = sum(r.engine._hit_tokens for r in self.replicas)
+        return hits / queried if queried else 0.0
+
+    async def add_router(
+        self, *, picker: Picker | None = None, tracer_provider: TracerProvider | None = None, **overrides: Any
+    ) -> Any:
+        """A stub for a new router (typed Any: grpc.aio calls are used without request iterators)."""
+        config = replace(
+            RouterConfig(),
+            port=0,
+            inference=tuple(r.address for r in self.replicas),
+            tools=self.tools_server.address,
+            **overrides,
+        )
+        router = build_router(config, self.redis, Metrics(), tracer_provider, picker=picker)
+        server = MeshServer(config, [router.servicer.service()], metrics=Metrics(), tracer_provider=tracer_provider)
+        await server.start()
+        await router.start()
+        assert await router.replicas.wait_any(10)
+        for link in router.replicas.replicas:
+            await link.wait_connected(10)
+        channel = grpc.aio.insecure_channel(server.address)
+        self.routers.append((router, server, channel))
+        return agent_pb2_grpc.AgentServiceStub(channel)
+
+    async def close(self) -> None:
+        for router, server, channel in self.routers:
+            await channel.close()
+            await server.drain(grace=0)
+            await router.close()
+        for r in self.replicas:
+            await r.server.drain(grace=0)
+            await r.engine.close()
+        await self.tools_server.drain(grace=0)
+
+
+async def start_mesh(
+    redis: aioredis.Redis,
+    replicas: int = 4,
+    sim: SimulatorSettings = FAST_SIM,
+    extra_tools: Sequence[ToolDefinition] = (),
+) -> Mesh:
+    sims = []
+    for i in range(replicas):
+        engine = SimulatorEngine(replace(sim, model_id=f"sim-{i}"))
+        await engine.start()
+        servicer = InferenceServicer(engine, SessionSettings(replica_id=f"sim-{i}", default_max_tokens=64,
+                                                             load_interval_s=0.05))  # fmt: skip
+        server = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics())
+        await server.start()
+        sims.append(SimReplica(engine, server))
+    executor = ToolExecutor(ToolRegistry([*default_tools(), *extra_tools]), cache=TwoLevelCache("test:tools:", redis))
+    tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor).service()], metrics=Metrics())
+    await tools_server.start()
+    return Mesh(sims, tools_server, redis)
+
+
+@dataclass
+class TurnResult:
+    events: list[agent_pb2.ConverseResponse]
+
+    @property
+    def accepted(self) -> agent_pb2.TurnAccepted:
+        return next(e.turn_accepted for e in self.events if e.HasField("turn_accepted"))
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text_delta.text for e in self.events if e.HasField("text_delta"))
+
+    @property
+    def completed(self) -> agent_pb2.TurnCompleted:
+        return next(e.turn_completed for e in self.events if e.HasField("turn_completed"))
+
+    def kinds(self) -> list[str]:
+        return [str(e.WhichOneof("event")) for e in self.events]
+
+
+async def converse(
+    stub: Any,
+    start: agent_pb2.StartTurn,
+    *,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> TurnResult:
+    """One turn on a fresh Converse stream; returns every event up to TurnCompleted."""
+    call: Any = stub.Converse(metadata=tuple(metadata))
+    await call.write(agent_pb2.ConverseRequest(start_turn=start))
+    events = []
+    while True:
+        event = await asyncio.wait_for(call.read(), 30)
+        assert event is not grpc.aio.EOF, "stream ended before TurnCompleted"
+        events.append(event)
+        if event.HasField("turn_completed"):
+            break
+    await call.done_writing()
+    await call.code()
+    return TurnResult(events)
