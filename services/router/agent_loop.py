@@ -31,7 +31,15 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.router.generation import GenerationDone, GenerationSpec, Generator
 from services.router.metrics import RouterMetrics
-from services.router.planner import PlannedCall, parse_plan, plan_messages, plan_schema
+from services.router.planner import (
+    PlannedCall,
+    choose_messages,
+    choose_schema,
+    fill_messages,
+    grounded,
+    parse_arguments,
+    parse_choice,
+)
 from services.router.prompt import (
     DEFAULT_SYSTEM_PROMPT,
     PastTurn,
@@ -255,13 +263,48 @@ class AgentLoop:
         priority: common_pb2.Priority.ValueType,
         usage: common_pb2.Usage,
     ) -> list[PlannedCall]:
+        """Step 1 (choose tools) unless a tool is named, then step 2 (fill arguments) for each, concurrently."""
         with self._tracer.start_as_current_span("agent.plan") as span:
-            schema = plan_schema(specs, mode, named if mode == "named" else "")
+            if mode == "named":
+                names = [named]
+            else:
+                schema = json.dumps(choose_schema(specs, mode), sort_keys=True)
+                text = await self._structured(choose_messages(specs, message, previous), schema, priority, usage, 48)
+                names = parse_choice(text, specs)
+            by_name = {t.name: t for t in specs}
+            fills = [
+                self._structured(fill_messages(by_name[name], message), by_name[name].parameters_json_schema,
+                                 priority, usage, self._settings.plan_max_tokens)
+                for name in names
+            ]  # fmt: skip
+            calls = []
+            for name, text in zip(names, await asyncio.gather(*fills), strict=True):
+                arguments = parse_arguments(text)
+                if arguments is None:
+                    continue
+                call = PlannedCall(name, arguments)
+                if grounded(call, message):
+                    calls.append(call)
+                else:
+                    log.info("dropped planned call %s%s: a number in it is not in the message", name, text)
+            span.set_attribute("agentmesh.planned_calls", [c.name for c in calls])
+            return calls
+
+    async def _structured(
+        self,
+        messages: list[tuple[str, str]],
+        schema: str,
+        priority: common_pb2.Priority.ValueType,
+        usage: common_pb2.Usage,
+        max_tokens: int,
+    ) -> str:
+        """One greedy generation constrained to ``schema``; its full text."""
+        with self._tracer.start_as_current_span("agent.generation") as span:
             spec = GenerationSpec(
-                plan_messages(specs, message, previous),
-                common_pb2.SamplingParams(temperature=0.0, max_tokens=self._settings.plan_max_tokens),
+                messages,
+                common_pb2.SamplingParams(temperature=0.0, max_tokens=max_tokens),
                 priority or common_pb2.PRIORITY_P1,
-                json_schema=json.dumps(schema, sort_keys=True),
+                json_schema=schema,
             )
             text = ""
             done: GenerationDone | None = None
@@ -271,9 +314,7 @@ class AgentLoop:
             assert done is not None
             self._annotate(span, done)
             self._add_usage(usage, done)
-            calls = parse_plan(text, specs)
-            span.set_attribute("agentmesh.planned_calls", [c.name for c in calls])
-            return calls
+            return text
 
     async def _run_tools(  # noqa: PLR0917 - private, one caller
         self,
