@@ -10,11 +10,9 @@ BIN := $(VENV)/bin
 setup:
 	@scripts/setup.sh
 
-## run: set up if needed, then start the mesh on the embedded default.
-## Today the mesh is the inference service (vLLM on SmolLM2, 127.0.0.1:50054);
-## the router, tool executor and gateway join it as their issues land.
+## run: set up if needed, then start the mesh on the embedded default (agentmesh up).
 run: setup
-	@$(BIN)/agentmesh-inference
+	@$(BIN)/agentmesh up
 
 ## test: set up if needed, then lint, type-check, buf lint and the whole test suite
 test: setup check pytest

@@ -1,0 +1,1 @@
+"""The ``agentmesh`` command line: ``up`` runs the mesh locally; ``chat`` and ``complete`` talk to it."""

@@ -1,0 +1,27 @@
+"""``agentmesh``: the mesh from a terminal (``up``; ``chat`` and ``complete`` arrive with the gateway)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from services.cli import up
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentmesh", description="AgentMesh: serve AI agents over gRPC.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up.add_arguments(commands.add_parser("up", help="run every service of the mesh locally"))
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        if args.sim_replicas < 0:
+            parser.error("--sim-replicas must not be negative")
+        if args.no_vllm and args.sim_replicas == 0:
+            parser.error("--no-vllm needs --sim-replicas N (the mesh needs at least one inference replica)")
+        return asyncio.run(up.run(args))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

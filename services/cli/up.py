@@ -1,0 +1,151 @@
+"""``agentmesh up``: run every service of the mesh locally as processes, the way ``make run`` does.
+
+Starts, in dependency order, each as ``python -m services.<name>`` with its
+log lines prefixed by a coloured name: the inference replica on vLLM (the
+embedded model) plus ``--sim-replicas N`` simulator replicas, the tool executor,
+the router (pointed at every replica) and — once it exists — the gateway. Each
+is waited on until its health says SERVING. Ctrl-C (or SIGTERM) sends SIGTERM
+to all of them in reverse order, waits for their drains, and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.runtime.health import wait_serving
+
+ROOT = Path(__file__).resolve().parents[2]
+COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m", "\033[31m"]
+RESET = "\033[0m"
+
+#: Default addresses, so docs, tools and tests agree.
+GATEWAY_PORT, ROUTER_PORT, TOOLS_PORT, INFERENCE_PORT = 50051, 50052, 50053, 50054
+METRICS = {"gateway": 9151, "router": 9152, "tools": 9153, "inference": 9154}
+
+
+@dataclass
+class Proc:
+    name: str
+    args: list[str]
+    port: int
+    colour: str
+    process: asyncio.subprocess.Process | None = None
+    pump: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def plan(args: argparse.Namespace) -> list[Proc]:
+    """The processes to start, in order."""
+    host = "127.0.0.1"
+    procs: list[Proc] = []
+    replicas: list[str] = []
+
+    def add(name: str, module: str, port: int, metrics_port: int, *extra: str) -> None:
+        metrics = metrics_port if args.metrics else -1
+        argv = [module, "--port", str(port), "--metrics-port", str(metrics), *extra]
+        procs.append(Proc(name, argv, port, COLOURS[len(procs) % len(COLOURS)]))
+
+    if not args.no_vllm:
+        add("inference", "services.inference", args.inference_port, METRICS["inference"])
+        replicas.append(f"{host}:{args.inference_port}")
+    for i in range(args.sim_replicas):
+        port = args.inference_port + 10 + i
+        add(f"sim-{i}", "services.inference", port, 9160 + i, "--engine", "simulator")
+        replicas.append(f"{host}:{port}")
+    add("tools", "services.tools", args.tools_port, METRICS["tools"], "--redis-url", args.redis_url)
+    add("router", "services.router", args.router_port, METRICS["router"], "--inference", ",".join(replicas),
+        "--tools", f"{host}:{args.tools_port}", "--redis-url", args.redis_url)  # fmt: skip
+    if (ROOT / "services" / "gateway" / "main.py").is_file():
+        add("gateway", "services.gateway", args.gateway_port, METRICS["gateway"],
+            "--routers", f"{host}:{args.router_port}", "--redis-url", args.redis_url)  # fmt: skip
+    return procs
+
+
+async def _pump(proc: Proc, width: int) -> None:
+    assert proc.process is not None and proc.process.stdout is not None
+    prefix = f"{proc.colour}{proc.name:<{width}}{RESET} | " if sys.stdout.isatty() else f"{proc.name:<{width}} | "
+    while line := await proc.process.stdout.readline():
+        sys.stdout.write(prefix + line.decode(errors="replace"))
+        sys.stdout.flush()
+
+
+async def run(args: argparse.Namespace) -> int:
+    procs = plan(args)
+    width = max(len(p.name) for p in procs)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    code = 0
+    try:
+        for p in procs:
+            p.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", *p.args, cwd=ROOT, env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            p.pump = asyncio.create_task(_pump(p, width))
+
+            def still_starting(process: asyncio.subprocess.Process = p.process) -> bool:
+                return process.returncode is None
+
+            ready = asyncio.ensure_future(
+                wait_serving(f"127.0.0.1:{p.port}", within_s=args.start_timeout_s, still_starting=still_starting)
+            )
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if stop.is_set():
+                ready.cancel()
+                return 130
+            try:
+                ready.result()
+            except (RuntimeError, TimeoutError) as exc:
+                print(f"agentmesh up: {p.name} did not start: {exc}", file=sys.stderr)
+                return 1
+            print(f"agentmesh up: {p.name} is serving on 127.0.0.1:{p.port}", flush=True)
+        entry = procs[-1]
+        print(f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}. Ctrl-C stops it.", flush=True)
+        exits = [asyncio.ensure_future(p.process.wait()) for p in procs if p.process is not None]
+        stopping = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({stopping, *exits}, return_when=asyncio.FIRST_COMPLETED)
+        if stopping not in done:
+            died = next(p for p in procs if p.process is not None and p.process.returncode is not None)
+            print(f"agentmesh up: {died.name} exited with {died.process.returncode}; stopping", file=sys.stderr)  # type: ignore[union-attr]
+            code = 1
+        return code
+    finally:
+        await shutdown(procs)
+
+
+async def shutdown(procs: list[Proc], grace_s: float = 20.0) -> None:
+    for p in reversed(procs):
+        if p.process is not None and p.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(p.process.wait(), grace_s)
+            except TimeoutError:
+                p.process.kill()
+                await p.process.wait()
+        if p.pump is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(p.pump, 2)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sim-replicas", type=int, default=0, help="simulator inference replicas to add")
+    parser.add_argument("--no-vllm", action="store_true", help="no vLLM replica (simulators only)")
+    parser.add_argument("--redis-url", default=os.environ.get("AGENTMESH_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    parser.add_argument("--gateway-port", type=int, default=GATEWAY_PORT)
+    parser.add_argument("--router-port", type=int, default=ROUTER_PORT)
+    parser.add_argument("--tools-port", type=int, default=TOOLS_PORT)
+    parser.add_argument("--inference-port", type=int, default=INFERENCE_PORT)
+    parser.add_argument("--no-metrics", dest="metrics", action="store_false", help="no Prometheus ports")
+    parser.add_argument("--start-timeout-s", type=float, default=300.0, help="per service")

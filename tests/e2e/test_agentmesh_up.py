@@ -1,0 +1,67 @@
+"""`agentmesh up` as `make run` starts it (simulator replicas, to keep it quick): a turn, then a clean stop."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [int(s.getsockname()[1]) for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
+    router, tools, inference = free_ports(3)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "2", "--no-metrics",
+         "--router-port", str(router), "--tools-port", str(tools), "--inference-port", str(inference)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, "agentmesh up exited early:\n" + "".join(lines)
+            lines.append(line)
+            if "the mesh is up" in line:
+                break
+        with grpc.insecure_channel(f"127.0.0.1:{router}") as channel:
+            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            start = agent_pb2.StartTurn(
+                message="What is 6*7?",
+                tool_choice=agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="calculator"),
+            )
+            events = list(stub.Converse(iter([agent_pb2.ConverseRequest(start_turn=start)]), timeout=60))
+        kinds = [e.WhichOneof("event") for e in events]
+        assert kinds[0] == "turn_accepted" and kinds[-1] == "turn_completed" and "tool_call_finished" in kinds
+        started = next(e.tool_call_started for e in events if e.HasField("tool_call_started"))
+        assert started.tool_name == "calculator" and json.loads(started.arguments_json)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        lines.append(out)
+        assert proc.returncode == 0, "".join(lines)
+        text = "".join(lines)
+        for name in ("sim-0", "sim-1", "tools", "router"):
+            assert f"{name} is serving" in text
+        assert text.count("draining") == 4
+    finally:
+        proc.kill()

@@ -1,0 +1,126 @@
+"""Router logic on fakes: placement, load bound, history compression, planning helpers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from services.router.picker import (
+    LeastLoadedPicker,
+    ReplicaPicker,
+    RoundRobinPicker,
+    placement_key,
+    rendezvous_order,
+)
+from services.router.planner import PlannedCall, by_similarity, choose_schema, grounded, parse_choice
+from services.router.prompt import PastTurn, history_messages
+from services.tools.builtin import default_tools
+from services.tools.convert import spec_to_proto
+
+
+@dataclass
+class FakeReplica:
+    target: str
+    load: int = 0
+    up: bool = True
+
+    @property
+    def available(self) -> bool:
+        return self.up
+
+    def load_score(self) -> int:
+        return self.load
+
+
+def test_placement_key_is_the_conversation_root() -> None:
+    turn1 = [("system", "S"), ("user", "hello")]
+    turn2 = [*turn1, ("assistant", "hi"), ("user", "more")]
+    other = [("system", "S"), ("user", "different")]
+    assert placement_key(turn1) == placement_key(turn2) != placement_key(other)
+
+
+def test_rendezvous_moves_only_the_keys_of_a_removed_replica() -> None:
+    targets = [f"r{i}" for i in range(5)]
+    keys = [bytes([i, j]) for i in range(20) for j in range(10)]
+    before = {k: rendezvous_order(k, targets)[0] for k in keys}
+    after = {k: rendezvous_order(k, targets[:-1])[0] for k in keys}
+    moved = [k for k in keys if before[k] != after[k]]
+    assert all(before[k] == "r4" for k in moved)
+    spread = Counter(before.values())
+    assert min(spread.values()) > len(keys) / 5 * 0.6  # roughly even
+
+
+def test_two_pickers_agree_without_talking() -> None:
+    replicas = [FakeReplica(f"r{i}") for i in range(4)]
+    a, b = ReplicaPicker(), ReplicaPicker()
+    for i in range(50):
+        key = placement_key([("system", "S"), ("user", f"session {i}")])
+        assert a.candidates(key, replicas)[0].replica is b.candidates(key, replicas)[0].replica
+
+
+def test_load_bound_spills_to_the_next_replica_in_key_order() -> None:
+    replicas = [FakeReplica(f"r{i}") for i in range(4)]
+    picker = ReplicaPicker(load_factor=1.25, min_load=4)
+    key = b"k"
+    preferred = replicas[[r.target for r in replicas].index(picker.candidates(key, replicas)[0].replica.target)]
+    assert picker.candidates(key, replicas)[0].reason == "affinity"
+    preferred.load = 40  # far above c·(total+1)/n = 1.25·41/4 → 13
+    choice = picker.candidates(key, replicas)[0]
+    assert choice.replica is not preferred and choice.reason == "load-bound-spill"
+    assert choice.replica.target == rendezvous_order(key, [r.target for r in replicas])[1]
+    preferred.load = 3  # under min_load: affinity wins even though it is the busiest
+    assert picker.candidates(key, replicas)[0].replica is preferred
+
+
+def test_unavailable_replicas_leave_the_candidate_set() -> None:
+    replicas = [FakeReplica(f"r{i}") for i in range(3)]
+    picker = ReplicaPicker()
+    first = picker.candidates(b"x", replicas)[0].replica
+    assert isinstance(first, FakeReplica)
+    first.up = False
+    choices = picker.candidates(b"x", replicas)
+    assert first not in [c.replica for c in choices] and len(choices) == 2
+    first.up = True
+    assert picker.candidates(b"x", replicas)[0].replica is first  # rejoins where it was
+
+
+def test_recent_placement_refines_after_a_detour() -> None:
+    replicas = [FakeReplica(f"r{i}") for i in range(3)]
+    picker = ReplicaPicker(min_load=1)
+    key = b"session"
+    home = next(r for r in replicas if r is picker.candidates(key, replicas)[0].replica)
+    home.load = 10
+    detour = picker.candidates(key, replicas)[0].replica
+    picker.served(key, detour)
+    home.load = 0
+    choice = picker.candidates(key, replicas)[0]
+    assert choice.replica is detour and choice.reason == "affinity-recent"
+
+
+def test_baseline_pickers() -> None:
+    replicas = [FakeReplica("a", 3), FakeReplica("b", 1), FakeReplica("c", 2)]
+    assert [c.replica.target for c in LeastLoadedPicker().candidates(b"", replicas)] == ["b", "c", "a"]
+    rr = RoundRobinPicker()
+    assert [rr.candidates(b"", replicas)[0].replica.target for _ in range(4)] == ["a", "b", "c", "a"]
+
+
+def test_history_keeps_recent_turns_within_budget() -> None:
+    turns = [PastTurn(f"question {i} " + "x" * 200, f"answer {i} " + "y" * 200) for i in range(10)]
+    kept = history_messages(turns, budget_tokens=400)
+    assert kept[0] == ("system", "(7 earlier turns of this conversation omitted.)")
+    assert [m[1].split()[1] for m in kept[1:]] == ["7", "7", "8", "8", "9", "9"]
+    assert history_messages(turns[:2], budget_tokens=10_000)[0][0] == "user"
+
+
+def test_plan_helpers() -> None:
+    specs = [spec_to_proto(t) for t in default_tools()]
+    schema = choose_schema(specs, "required")
+    assert schema["properties"]["tools"]["minItems"] == 1
+    assert set(schema["properties"]["tools"]["items"]["enum"]) == {t.name for t in specs}
+    assert parse_choice('{"tools": ["calculator", "nope", "calculator"]}', specs) == ["calculator"]
+    assert parse_choice('{"tools": [', specs) == []
+    assert grounded(PlannedCall("calculator", {"expression": "23*47"}), "What is 23*47?")
+    assert not grounded(PlannedCall("unit_convert", {"value": 10.0, "from_unit": "a"}), "What is my name?")
+    examples = [("What is 12*9?", 1), ("What time is it in London?", 2), ("Write a poem.", 3)]
+    assert by_similarity("What is 23*47?", examples)[-1][1] == 1
+    assert by_similarity("what time is it in Tokyo", examples)[-1][1] == 2
