@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m", "\033[31m"]
 RESET = "\033[0m"
 
+#: The API key `agentmesh up` gives the gateway when none is configured (loopback development only).
+DEV_API_KEY = "agentmesh-dev-key"
+
 #: Default addresses, so docs, tools and tests agree.
 GATEWAY_PORT, ROUTER_PORT, TOOLS_PORT, INFERENCE_PORT = 50051, 50052, 50053, 50054
 METRICS = {"gateway": 9151, "router": 9152, "tools": 9153, "inference": 9154}
@@ -61,9 +64,8 @@ def plan(args: argparse.Namespace) -> list[Proc]:
     add("tools", "services.tools", args.tools_port, METRICS["tools"], "--redis-url", args.redis_url)
     add("router", "services.router", args.router_port, METRICS["router"], "--inference", ",".join(replicas),
         "--tools", f"{host}:{args.tools_port}", "--redis-url", args.redis_url)  # fmt: skip
-    if (ROOT / "services" / "gateway" / "main.py").is_file():
-        add("gateway", "services.gateway", args.gateway_port, METRICS["gateway"],
-            "--routers", f"{host}:{args.router_port}", "--redis-url", args.redis_url)  # fmt: skip
+    add("gateway", "gateway", args.gateway_port, METRICS["gateway"],
+        "--routers", f"{host}:{args.router_port}", "--redis-url", args.redis_url)  # fmt: skip
     return procs
 
 
@@ -83,6 +85,9 @@ async def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if not env.get("AGENTMESH_GATEWAY_API_KEYS") and not env.get("AGENTMESH_GATEWAY_API_KEYS_FILE"):
+        # A local development key, so `agentmesh chat` works out of the box on loopback.
+        env["AGENTMESH_GATEWAY_API_KEYS"] = f"dev:{DEV_API_KEY}"
     code = 0
     try:
         for p in procs:
@@ -111,7 +116,9 @@ async def run(args: argparse.Namespace) -> int:
                 return 1
             print(f"agentmesh up: {p.name} is serving on 127.0.0.1:{p.port}", flush=True)
         entry = procs[-1]
-        print(f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}. Ctrl-C stops it.", flush=True)
+        key_note = f" (API key: {DEV_API_KEY})" if env.get("AGENTMESH_GATEWAY_API_KEYS") == f"dev:{DEV_API_KEY}" else ""
+        print(f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}{key_note}. Ctrl-C stops it.",
+              flush=True)  # fmt: skip
         exits = [asyncio.ensure_future(p.process.wait()) for p in procs if p.process is not None]
         stopping = asyncio.ensure_future(stop.wait())
         done, _ = await asyncio.wait({stopping, *exits}, return_when=asyncio.FIRST_COMPLETED)

@@ -68,8 +68,14 @@ class ErrorInterceptor(RpcInterceptor):
     async def _abort(
         context: grpc.aio.ServicerContext[Any, Any], exc: AgentMeshError, info: RpcInfo, *, internal: bool
     ) -> None:
-        request_id = REQUEST_ID.get()
         if internal:
+            request_id = REQUEST_ID.get()
             exc = AgentMeshError(f"internal error (request id {request_id})" if request_id else "internal error")
-        md = (*trailing_metadata(exc, request_id), (HEADER, request_id)) if request_id else trailing_metadata(exc)
-        await context.abort(exc.code, exc.message, md)
+        await abort_with(context, exc)
+
+
+async def abort_with(context: grpc.aio.ServicerContext[Any, Any], exc: AgentMeshError) -> None:
+    """End the RPC with ``exc``'s status and rich details (for interceptors outside ErrorInterceptor)."""
+    request_id = REQUEST_ID.get()
+    md = (*trailing_metadata(exc, request_id), (HEADER, request_id)) if request_id else trailing_metadata(exc)
+    await context.abort(exc.code, exc.message, md)

@@ -1,0 +1,9 @@
+"""The gateway: AgentMesh's public edge.
+
+It serves the same ``agentmesh.agent.v1.AgentService`` as the router and
+forwards to router replicas, enforcing policy on the way: API-key auth
+(``auth``), per-tenant rate limits shared through Redis (``ratelimit``),
+priority admission with SLO-aware shedding under an adaptive concurrency
+limit (``admission``), and session affinity with failover (``routers``,
+``servicer``). ``main`` runs it.
+"""

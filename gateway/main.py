@@ -1,0 +1,117 @@
+"""The gateway process: ``python -m gateway`` or ``agentmesh-gateway``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc.aio
+import redis.asyncio as aioredis
+from opentelemetry.sdk.trace import TracerProvider
+
+from gateway.admission import AdmissionController, AdmissionMetrics
+from gateway.auth import ApiKeys, AuthInterceptor, KeyFormatError
+from gateway.config import GatewayConfig
+from gateway.ratelimit import Limits, MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from gateway.routers import RouterPool
+from gateway.servicer import GatewayServicer
+from services.runtime.channel import create_channel
+from services.runtime.launch import run_service
+from services.runtime.metrics import Metrics, MetricsServer
+from services.runtime.redis import connect_redis
+from services.runtime.server import MeshServer, StartupError, stop_signals
+from services.runtime.telemetry import setup_tracing
+
+
+@dataclass
+class Gateway:
+    servicer: GatewayServicer
+    routers: RouterPool
+    admission: AdmissionController
+    auth: AuthInterceptor
+
+
+def build_gateway(
+    config: GatewayConfig,
+    keys: ApiKeys,
+    redis: aioredis.Redis | None,
+    metrics: Metrics,
+    tracer_provider: TracerProvider | None = None,
+) -> Gateway:
+    def channel(target: str) -> grpc.aio.Channel:
+        return create_channel(target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes)
+
+    limits = Limits(config.rate_rps, config.rate_burst, config.rate_tokens_per_min, config.rate_token_burst,
+                    config.rate_window_s, config.rate_window_max)  # fmt: skip
+    limiter: RateLimiter
+    if config.rate_limit_backend == "memory":
+        limiter = MemoryRateLimiter(limits)
+    else:
+        if redis is None:
+            raise StartupError("rate limits need Redis (or --rate-limit-backend memory)")
+        limiter = RedisRateLimiter(redis, limits)
+    admission = AdmissionController(
+        {0: config.slo_p0_s, 1: config.slo_p1_s, 2: config.slo_p2_s},
+        initial_limit=config.concurrency_initial,
+        min_limit=config.concurrency_min,
+        max_limit=config.concurrency_max,
+        ttft_target_s=config.ttft_target_s,
+        metrics=AdmissionMetrics(metrics),
+    )
+    routers = RouterPool(config.routers, channel)
+    return Gateway(GatewayServicer(routers, limiter, admission), routers, admission, AuthInterceptor(keys))
+
+
+def load_keys(config: GatewayConfig) -> ApiKeys:
+    env = ",".join(v for v in (config.api_keys, os.environ.get("AGENTMESH_GATEWAY_API_KEYS", "")) if v)
+    try:
+        return ApiKeys.load(Path(config.api_keys_file) if config.api_keys_file else None, env)
+    except KeyFormatError as exc:
+        raise StartupError(str(exc)) from None
+
+
+async def follow_routers(routers: RouterPool, server: MeshServer) -> None:
+    serving: bool | None = None
+    while True:
+        now = routers.any_healthy()
+        if now != serving:
+            await server.set_serving(now)
+            serving = now
+        await asyncio.sleep(0.5)
+
+
+async def serve(config: GatewayConfig) -> None:
+    stop = stop_signals()
+    tracer_provider = setup_tracing(config.SERVICE_NAME, config.otel_exporter, config.otel_endpoint)  # type: ignore[arg-type]
+    keys = load_keys(config)
+    redis = None
+    if config.rate_limit_backend == "redis":
+        redis = await connect_redis(config.redis_url, required=True)
+    metrics = Metrics()
+    gateway = build_gateway(config, keys, redis, metrics, tracer_provider)
+    server = MeshServer(config, [gateway.servicer.service()], metrics=metrics, tracer_provider=tracer_provider,
+                        interceptors=[gateway.auth])  # fmt: skip
+    metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
+    await server.start(serving=False)
+    gateway.routers.start()
+    follower = asyncio.create_task(follow_routers(gateway.routers, server))
+    await stop
+    follower.cancel()
+    server.on_drain(gateway.servicer.announce_draining)
+    await server.drain()
+    await gateway.routers.close()
+    if metrics_server is not None:
+        metrics_server.close()
+    if redis is not None:
+        await redis.aclose()
+
+
+def main() -> int:
+    return run_service(GatewayConfig, serve)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""The gateway's AgentService: policy on every call, then forwarding to a router.
+
+Per Complete, and per StartTurn on a Converse stream: rate limit (tenant
+budget in Redis) → priority admission (may queue or shed) → forward. The
+admission slot is held until the turn or completion ends; its TTFT feeds the
+adaptive limit and its tokens are charged to the tenant's token bucket.
+
+Forwarding: a Converse stream is bound to one router, chosen by rendezvous
+hash of the session id (new sessions: of the request id), so a session stays
+on its router while that router is healthy. If the router fails before the
+turn is accepted, the next router is tried; after that, a router failure ends
+the stream with the router's status. Cancellation and deadlines pass through
+(the downstream call is cancelled with the client's, and gets its remaining
+time). Router errors reach the client with their status and rich details; the
+tenant travels as ``x-agentmesh-tenant``, never the client's credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from agentmesh.common.v1 import common_pb2
+from gateway.admission import AdmissionController, Ticket
+from gateway.auth import TENANT
+from gateway.ratelimit import RateLimiter
+from gateway.routers import RouterPool
+from services.runtime.context import current_request_id
+from services.runtime.deadline import downstream_timeout
+from services.runtime.errors import RETRY_PUSHBACK_KEY, STATUS_DETAILS_KEY, ResourceExhausted, Unavailable
+from services.runtime.interceptors.request_id import HEADER as REQUEST_ID_HEADER
+from services.runtime.server import Service
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+TENANT_HEADER = "x-agentmesh-tenant"
+PRIORITY = {
+    common_pb2.PRIORITY_UNSPECIFIED: 1,
+    common_pb2.PRIORITY_P0: 0,
+    common_pb2.PRIORITY_P1: 1,
+    common_pb2.PRIORITY_P2: 2,
+}
+
+
+class RouterFailed(Exception):
+    """A router call failed; carries the status to pass to the client."""
+
+    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+        super().__init__(error.details())
+        self.error = error
+
+
+async def pass_through(context: grpc.aio.ServicerContext[Any, Any], error: grpc.aio.AioRpcError) -> None:
+    """End the client's call with the router's status and rich details."""
+    keep = (STATUS_DETAILS_KEY, RETRY_PUSHBACK_KEY, REQUEST_ID_HEADER)
+    trailing = tuple((k, v) for k, v in (error.trailing_metadata() or ()) if k in keep)
+    await context.abort(error.code(), error.details() or "", trailing)
+
+
+def ttft_of(duration: Any) -> float | None:
+    seconds = duration.ToNanoseconds() / 1e9
+    return seconds if seconds > 0 else None
+
+
+class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(self, routers: RouterPool, limiter: RateLimiter, admission: AdmissionController) -> None:
+        self._routers = routers
+        self._limiter = limiter
+        self._admission = admission
+        self._open_streams: set[Callable[[agent_pb2.ConverseResponse], Awaitable[None]]] = set()
+
+    def service(self) -> Service:
+        return Service(SERVICE_NAME, lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server))
+
+    async def announce_draining(self) -> None:
+        notice = agent_pb2.ConverseResponse(draining=agent_pb2.DrainNotice(reason="gateway shutting down"))
+        notice.draining.retry_after.FromSeconds(1)
+        await asyncio.gather(*(send(notice) for send in list(self._open_streams)), return_exceptions=True)
+
+    # -- policy -------------------------------------------------------------
+
+    async def _admit(self, tenant: str, priority: common_pb2.Priority.ValueType) -> Ticket:
+        decision = await self._limiter.check(tenant)
+        if not decision.allowed:
+            raise ResourceExhausted(
+                f"rate limit exceeded for tenant {tenant}; retry in {decision.retry_after_s:.2f}s",
+                retry_after_s=decision.retry_after_s,
+                reason="RATE_LIMITED",
+            )
+        return await self._admission.acquire(PRIORITY.get(priority, 1))
+
+    async def _finish(self, tenant: str, ticket: Ticket | None, usage: common_pb2.Usage, ttft: float | None) -> None:
+        if ticket is not None:
+            self._admission.release(ticket, ttft)
+        try:
+            await self._limiter.charge(tenant, usage.prompt_tokens + usage.completion_tokens)
+        except Exception:  # a budget we fail to charge must not fail an answered request
+            log.warning("could not charge %d tokens to %s", usage.prompt_tokens + usage.completion_tokens, tenant)
+
+    def _metadata(self, tenant: str) -> tuple[tuple[str, str], ...]:
+        return ((TENANT_HEADER, tenant), (REQUEST_ID_HEADER, current_request_id()))
+
+    def _candidates(self, key: str) -> list[str]:
+        order = self._routers.order(key)
+        if not order:
+            raise Unavailable("no router is available", retry_after_s=1.0)
+        return order
+
+    # -- Converse -----------------------------------------------------------
+
+    async def Converse(  # type: ignore[override]
+        self,
+        request_iterator: AsyncIterator[agent_pb2.ConverseRequest],
+        context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse],
+    ) -> None:
+        tenant = TENANT.get()
+        writing = asyncio.Lock()
+
+        async def send(message: agent_pb2.ConverseResponse) -> None:
+            async with writing:
+                await context.write(message)
+
+        self._open_streams.add(send)
+        downstream: Any = None
+        pump: asyncio.Task[None] | None = None
+        tickets: list[Ticket] = []
+        try:
+            async for request in request_iterator:
+                action = request.WhichOneof("action")
+                if action == "start_turn":
+                    if pump is not None and pump.done():
+                        pump.result()  # surfaces a router failure
+                    ticket = await self._admit(tenant, request.start_turn.priority)
+                    tickets.append(ticket)
+                    if downstream is None:
+                        downstream, accepted = await self._open_converse(tenant, request)
+                        await send(accepted)
+                        pump = asyncio.create_task(self._pump(downstream, send, tenant, tickets))
+                    else:
+                        await downstream.write(request)
+                elif action == "cancel_turn" and downstream is not None:
+                    await downstream.write(request)
+            if downstream is not None:
+                await downstream.done_writing()
+            if pump is not None:
+                await pump
+        except RouterFailed as failed:
+            await pass_through(context, failed.error)
+        finally:
+            self._open_streams.discard(send)
+            if pump is not None and not pump.done():
+                pump.cancel()
+                await asyncio.gather(pump, return_exceptions=True)
+            if downstream is not None:
+                downstream.cancel()
+            for ticket in tickets:
+                self._admission.release(ticket)
+
+    async def _open_converse(self, tenant: str, first: agent_pb2.ConverseRequest) -> tuple[Any, Any]:
+        """Open a stream on the session's router, failing over until one accepts the first turn."""
+        key = first.start_turn.session_id or uuid.uuid4().hex
+        last: grpc.aio.AioRpcError | None = None
+        for target in self._candidates(key):
+            stub = agent_pb2_grpc.AgentServiceStub(self._routers.channels[target])
+            call: Any = stub.Converse(metadata=self._metadata(tenant), timeout=downstream_timeout())
+            try:
+                await call.write(first)
+                accepted = await call.read()
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise RouterFailed(exc) from None
+                log.warning("router %s unavailable before the turn started; trying the next", target)
+                self._routers.mark_down(target)
+                last = exc
+                continue
+            if accepted is grpc.aio.EOF:
+                code = await call.code()
+                raise RouterFailed(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                                        await call.details()))  # fmt: skip
+            return call, accepted
+        if last is not None:
+            raise RouterFailed(last)
+        raise Unavailable("no router is available", retry_after_s=1.0)
+
+    async def _pump(
+        self,
+        downstream: Any,
+        send: Callable[[agent_pb2.ConverseResponse], Awaitable[None]],
+        tenant: str,
+        tickets: list[Ticket],
+    ) -> None:
+        try:
+            async for event in downstream:
+                await send(event)
+                if event.HasField("turn_completed") and tickets:
+                    done = event.turn_completed
+                    await self._finish(tenant, tickets.pop(0), done.usage, ttft_of(done.time_to_first_token))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.CANCELLED:
+                return
+            raise RouterFailed(exc) from None
+
+    # -- Complete, GetSession, ListTools ---------------------------------------
+
+    async def Complete(
+        self,
+        request: agent_pb2.CompleteRequest,
+        context: grpc.aio.ServicerContext[agent_pb2.CompleteRequest, agent_pb2.CompleteResponse],
+    ) -> AsyncIterator[agent_pb2.CompleteResponse]:
+        tenant = TENANT.get()
+        ticket = await self._admit(tenant, request.priority)
+        try:
+            key = uuid.uuid4().hex
+            last: grpc.aio.AioRpcError | None = None
+            for target in self._candidates(key):
+                stub = agent_pb2_grpc.AgentServiceStub(self._routers.channels[target])
+                call: Any = stub.Complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
+                sent = 0
+                try:
+                    async for message in call:
+                        sent += 1
+                        yield message
+                        if message.HasField("finished"):
+                            f = message.finished
+                            await self._finish(tenant, ticket, f.usage, ttft_of(f.time_to_first_token))
+                    return
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNAVAILABLE or sent:
+                        await pass_through(context, exc)
+                        return
+                    self._routers.mark_down(target)
+                    last = exc
+            if last is not None:
+                await pass_through(context, last)
+        finally:
+            self._admission.release(ticket)
+
+    async def GetSession(
+        self,
+        request: agent_pb2.GetSessionRequest,
+        context: grpc.aio.ServicerContext[agent_pb2.GetSessionRequest, agent_pb2.GetSessionResponse],
+    ) -> agent_pb2.GetSessionResponse:
+        reply: agent_pb2.GetSessionResponse = await self._unary("GetSession", request, context, request.session_id)
+        return reply
+
+    async def ListTools(
+        self,
+        request: agent_pb2.ListToolsRequest,
+        context: grpc.aio.ServicerContext[agent_pb2.ListToolsRequest, agent_pb2.ListToolsResponse],
+    ) -> agent_pb2.ListToolsResponse:
+        reply: agent_pb2.ListToolsResponse = await self._unary("ListTools", request, context, "tools")
+        return reply
+
+    async def _unary(self, method: str, request: Any, context: grpc.aio.ServicerContext[Any, Any], key: str) -> Any:
+        tenant = TENANT.get()
+        last: grpc.aio.AioRpcError | None = None
+        for target in self._candidates(key):
+            stub = agent_pb2_grpc.AgentServiceStub(self._routers.channels[target])
+            try:
+                return await getattr(stub, method)(
+                    request, metadata=self._metadata(tenant), timeout=downstream_timeout()
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    await pass_through(context, exc)
+                self._routers.mark_down(target)
+                last = exc
+        assert last is not None
+        await pass_through(context, last)
+        return None

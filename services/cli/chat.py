@@ -1,0 +1,181 @@
+"""``agentmesh chat`` and ``agentmesh complete``: streaming terminal clients of the gateway.
+
+``chat`` keeps one Converse stream (one session) for the whole conversation,
+shows each tool call as it starts (→) and finishes (←), and streams the answer;
+Ctrl-C during a turn cancels that turn, Ctrl-D ends the chat. ``chat --once``
+runs a single turn for scripts. ``complete`` streams a one-shot answer. The
+API key comes from ``--api-key``, then ``AGENTMESH_API_KEY``, then — on
+loopback only — the development key that ``agentmesh up`` configures.
+Failures print one line: ``agentmesh: error: CODE: message``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from typing import Any, TextIO
+
+import grpc
+import grpc.aio
+
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from agentmesh.common.v1 import common_pb2
+from services.cli.up import DEV_API_KEY, GATEWAY_PORT
+from services.runtime.channel import create_channel
+from services.runtime.errors import rich_error_of
+
+PRIORITIES = {"P0": common_pb2.PRIORITY_P0, "P1": common_pb2.PRIORITY_P1, "P2": common_pb2.PRIORITY_P2}
+MODES = {
+    "auto": agent_pb2.TOOL_CHOICE_MODE_AUTO,
+    "none": agent_pb2.TOOL_CHOICE_MODE_NONE,
+    "required": agent_pb2.TOOL_CHOICE_MODE_REQUIRED,
+}
+
+
+class CliError(Exception):
+    """One line for the user."""
+
+
+def api_key(args: argparse.Namespace) -> str:
+    key = args.api_key or os.environ.get("AGENTMESH_API_KEY", "")
+    if not key and args.target.split(":")[0] in ("127.0.0.1", "localhost", "[::1]"):
+        key = DEV_API_KEY
+    if not key:
+        raise CliError("no API key: pass --api-key or set AGENTMESH_API_KEY")
+    return key
+
+
+def tool_choice(value: str) -> agent_pb2.ToolChoice:
+    if value in MODES:
+        return agent_pb2.ToolChoice(mode=MODES[value])
+    return agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name=value)
+
+
+def describe(error: grpc.aio.AioRpcError) -> str:
+    rich = rich_error_of(error)
+    text = f"{error.code().name}: {rich.message or error.details()}"
+    if rich.retry_after_s:
+        text += f" (retry in {rich.retry_after_s:.1f}s)"
+    return text
+
+
+def render(event: agent_pb2.ConverseResponse, out: TextIO) -> None:
+    kind = event.WhichOneof("event")
+    if kind == "tool_call_started":
+        e = event.tool_call_started
+        out.write(f"  → {e.tool_name} {e.arguments_json}\n")
+    elif kind == "tool_call_finished":
+        f = event.tool_call_finished
+        ms = f.latency.ToNanoseconds() / 1e6
+        status = common_pb2.ToolCallStatus.Name(f.status).removeprefix("TOOL_CALL_STATUS_").lower()
+        detail = f.output_json if f.output_json else f.error_message
+        cached = ", cached" if f.cached else ""
+        out.write(f"  ← {f.tool_name} {status} ({ms:.0f} ms{cached}): {detail}\n")
+    elif kind == "text_delta":
+        out.write(event.text_delta.text)
+    elif kind == "turn_completed":
+        done = event.turn_completed
+        ttft = done.time_to_first_token.ToNanoseconds() / 1e6
+        out.write(f"\n  [{done.usage.prompt_tokens} prompt + {done.usage.completion_tokens} completion tokens, "
+                  f"{done.usage.cached_prompt_tokens} cached; first token {ttft:.0f} ms]\n")  # fmt: skip
+    elif kind == "draining":
+        out.write("\n  [the server is shutting down; reconnect to continue]\n")
+    out.flush()
+
+
+async def run_turn(call: Any, start: agent_pb2.StartTurn, out: TextIO) -> str:
+    """Send one turn and render its events; returns the session id."""
+    await call.write(agent_pb2.ConverseRequest(start_turn=start))
+    session = ""
+    while True:
+        event = await call.read()
+        if event is grpc.aio.EOF:
+            raise CliError("the server closed the stream")
+        if event.HasField("turn_accepted"):
+            session = event.turn_accepted.session_id
+        render(event, out)
+        if event.HasField("turn_completed"):
+            return session
+
+
+async def chat(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
+    metadata = (("authorization", f"Bearer {api_key(args)}"),)
+    async with create_channel(args.target) as channel:
+        call: Any = agent_pb2_grpc.AgentServiceStub(channel).Converse(metadata=metadata)
+        session = args.session or ""
+
+        def start(message: str) -> agent_pb2.StartTurn:
+            return agent_pb2.StartTurn(session_id=session, message=message, tool_choice=tool_choice(args.tool_choice),
+                                       priority=PRIORITIES[args.priority])  # fmt: skip
+
+        try:
+            if args.once is not None:
+                await run_turn(call, start(args.once), out)
+                await call.done_writing()
+                return
+            out.write(f"agentmesh chat on {args.target} — Ctrl-C cancels a turn, Ctrl-D quits\n")
+            while True:
+                try:
+                    line = await asyncio.to_thread(input, "you> ")
+                except EOFError:
+                    break
+                if not line.strip():
+                    continue
+                turn = asyncio.ensure_future(run_turn(call, start(line), out))
+                try:
+                    session = await asyncio.shield(turn)
+                except KeyboardInterrupt:
+                    await call.write(agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn()))
+                    turn.cancel()
+                    out.write("\n  [cancelled]\n")
+            await call.done_writing()
+        except grpc.aio.AioRpcError as exc:
+            raise CliError(describe(exc)) from None
+
+
+async def complete(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
+    metadata = (("authorization", f"Bearer {api_key(args)}"),)
+    request = agent_pb2.CompleteRequest(prompt=args.prompt, priority=PRIORITIES[args.priority])
+    if args.max_tokens:
+        request.sampling.max_tokens = args.max_tokens
+    async with create_channel(args.target) as channel:
+        try:
+            async for message in agent_pb2_grpc.AgentServiceStub(channel).Complete(request, metadata=metadata):
+                if message.HasField("text_delta"):
+                    out.write(message.text_delta.text)
+                    out.flush()
+            out.write("\n")
+        except grpc.aio.AioRpcError as exc:
+            raise CliError(describe(exc)) from None
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default=f"127.0.0.1:{GATEWAY_PORT}", help="gateway address")
+    parser.add_argument("--api-key", default="", help="API key (default: $AGENTMESH_API_KEY)")
+    parser.add_argument("--priority", choices=sorted(PRIORITIES), default="P1")
+
+
+def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common(parser)
+    parser.add_argument("--once", metavar="MESSAGE", help="send one message, print the turn, exit")
+    parser.add_argument("--session", default="", help="continue this session")
+    parser.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
+
+
+def add_complete_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common(parser)
+    parser.add_argument("prompt")
+    parser.add_argument("--max-tokens", type=int, default=0)
+
+
+def run(command: str, args: argparse.Namespace) -> int:
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(chat(args) if command == "chat" else complete(args))
+    except CliError as exc:
+        print(f"agentmesh: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
