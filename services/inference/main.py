@@ -89,6 +89,7 @@ async def serve(config: InferenceConfig) -> None:
         ),
         InferenceMetrics(metrics, engine.load),
         is_draining=lambda: draining,
+        tracer=tracer_provider.get_tracer("agentmesh.inference"),
     )
     server = MeshServer(config, [servicer.service()], metrics=metrics, tracer_provider=tracer_provider)
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 import grpc.aio
+from opentelemetry import trace
 
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
 from services.inference.convert import load_to_proto, model_info_to_proto
@@ -23,7 +24,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         settings: SessionSettings,
         metrics: InferenceMetrics | None = None,
         is_draining: Callable[[], bool] = lambda: False,
+        tracer: trace.Tracer | None = None,
     ) -> None:
+        self._tracer = tracer
         self._engine = engine
         self._settings = settings
         self._metrics = metrics
@@ -48,7 +51,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         request_iterator: AsyncIterator[inference_pb2.GenerateRequest],
         context: grpc.aio.ServicerContext[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse],
     ) -> None:
-        session = GenerateSession(self._engine, self._settings, self._metrics, context.write, self._is_draining)
+        session = GenerateSession(
+            self._engine, self._settings, self._metrics, context.write, self._is_draining, self._tracer
+        )
         self._sessions.add(session)
         try:
             await session.run(request_iterator)

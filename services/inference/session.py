@@ -27,6 +27,9 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
 
 from agentmesh.inference.v1 import inference_pb2
 from services.inference.convert import (
@@ -44,6 +47,7 @@ from services.runtime.errors import (
     InvalidArgument,
     to_request_error,
 )
+from services.runtime.interceptors.tracing import extract_context
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +64,16 @@ class SessionSettings:
 class GenerateSession:
     """See module docstring. One instance per Generate call."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - collaborators, passed explicitly
         self,
         engine: Engine,
         settings: SessionSettings,
         metrics: InferenceMetrics | None,
         write: Write,
         is_draining: Callable[[], bool] = lambda: False,
+        tracer: trace.Tracer | None = None,
     ) -> None:
+        self._tracer = tracer or trace.get_tracer("agentmesh.inference")
         self._engine = engine
         self._settings = settings
         self._metrics = metrics
@@ -122,9 +128,22 @@ class GenerateSession:
             self._finish_with_error(submit.request_id, exc)
             return
         timeout = submit.timeout.ToNanoseconds() / 1e9 if submit.HasField("timeout") else None
+        parent = extract_context(dict(submit.trace_context))
         self._live[request.request_id] = asyncio.create_task(
-            self._run_request(request, prepared, timeout), name=f"generate-{request.request_id}"
+            self._traced(request, prepared, timeout, parent), name=f"generate-{request.request_id}"
         )
+
+    async def _traced(
+        self, request: GenerationRequest, prepared: PreparedRequest, timeout_s: float | None, parent: Any
+    ) -> None:
+        """The request under its own span, a child of the caller's (the stream outlives any one trace)."""
+        attributes: dict[str, str | int] = {
+            "agentmesh.request_id": request.request_id,
+            "agentmesh.priority": request.priority,
+            "agentmesh.prompt_tokens": len(prepared.prompt_token_ids),
+        }
+        with self._tracer.start_as_current_span("inference.generate", context=parent, attributes=attributes):
+            await self._run_request(request, prepared, timeout_s)
 
     def _abort(self, request_id: str) -> None:
         task = self._live.get(request_id)

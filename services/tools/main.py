@@ -35,7 +35,10 @@ async def serve(config: ToolsConfig) -> None:
         breaker=BreakerPolicy(config.breaker_failures, config.breaker_reset_s),
     )
     server = MeshServer(
-        config, [ToolExecutorServicer(executor).service()], metrics=metrics, tracer_provider=tracer_provider
+        config,
+        [ToolExecutorServicer(executor, tracer_provider.get_tracer("agentmesh.tools")).service()],
+        metrics=metrics,
+        tracer_provider=tracer_provider,
     )
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc.aio
+from opentelemetry import trace
 
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.server import Service
@@ -16,8 +17,9 @@ SERVICE_NAME = tools_pb2.DESCRIPTOR.services_by_name["ToolExecutorService"].full
 
 
 class ToolExecutorServicer(tools_pb2_grpc.ToolExecutorServiceServicer):
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: ToolExecutor, tracer: trace.Tracer | None = None) -> None:
         self._executor = executor
+        self._tracer = tracer
 
     def service(self) -> Service:
         return Service(
@@ -31,7 +33,7 @@ class ToolExecutorServicer(tools_pb2_grpc.ToolExecutorServiceServicer):
         request_iterator: AsyncIterator[tools_pb2.ExecuteRequest],
         context: grpc.aio.ServicerContext[tools_pb2.ExecuteRequest, tools_pb2.ExecuteResponse],
     ) -> None:
-        await ExecuteSession(self._executor, context.write).run(request_iterator)
+        await ExecuteSession(self._executor, context.write, self._tracer).run(request_iterator)
 
     async def ListTools(
         self,

@@ -12,8 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from opentelemetry import trace
 
 from agentmesh.tools.v1 import tools_pb2
+from services.runtime.interceptors.tracing import extract_context
 from services.tools.convert import outcome_to_proto, request_from_proto
 from services.tools.executor import CallOutcome, CallRequest, CallStatus, ToolExecutor
 
@@ -23,7 +27,8 @@ Write = Callable[[tools_pb2.ExecuteResponse], Awaitable[None]]
 
 
 class ExecuteSession:
-    def __init__(self, executor: ToolExecutor, write: Write) -> None:
+    def __init__(self, executor: ToolExecutor, write: Write, tracer: trace.Tracer | None = None) -> None:
+        self._tracer = tracer or trace.get_tracer("agentmesh.tools")
         self._executor = executor
         self._write = write
         self._writing = asyncio.Lock()
@@ -59,7 +64,14 @@ class ExecuteSession:
             )
             await self._send(bad)
             return
-        self._live[call.call_id] = asyncio.create_task(self._run(request), name=f"tool-{call.call_id}")
+        parent = extract_context(dict(call.trace_context))
+        self._live[call.call_id] = asyncio.create_task(self._traced(request, parent), name=f"tool-{call.call_id}")
+
+    async def _traced(self, request: CallRequest, parent: Any) -> None:
+        """The call under its own span, a child of the caller's per-call trace context."""
+        attributes = {"agentmesh.tool": request.tool_name, "agentmesh.call_id": request.call_id}
+        with self._tracer.start_as_current_span("tool.execute", context=parent, attributes=attributes):
+            await self._run(request)
 
     def _cancel(self, call_id: str) -> None:
         task = self._live.get(call_id)
