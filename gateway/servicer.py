@@ -132,12 +132,26 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         downstream: Any = None
         pump: asyncio.Task[None] | None = None
         tickets: list[Ticket] = []
+        requests = request_iterator.__aiter__()
+        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(requests.__anext__())
         try:
-            async for request in request_iterator:
+            while True:
+                waits: set[asyncio.Future[Any]] = {next_request} | ({pump} if pump is not None else set())
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if pump is not None and pump in done:
+                    pump.result()  # the router ended the stream: pass its status on (or finish cleanly)
+                    return
+                try:
+                    request = next_request.result()
+                except StopAsyncIteration:
+                    if downstream is not None:
+                        await downstream.done_writing()
+                    if pump is not None:
+                        await pump
+                    return
+                next_request = asyncio.ensure_future(requests.__anext__())
                 action = request.WhichOneof("action")
                 if action == "start_turn":
-                    if pump is not None and pump.done():
-                        pump.result()  # surfaces a router failure
                     ticket = await self._admit(tenant, request.start_turn.priority)
                     tickets.append(ticket)
                     if downstream is None:
@@ -148,14 +162,11 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                         await downstream.write(request)
                 elif action == "cancel_turn" and downstream is not None:
                     await downstream.write(request)
-            if downstream is not None:
-                await downstream.done_writing()
-            if pump is not None:
-                await pump
         except RouterFailed as failed:
             await pass_through(context, failed.error)
         finally:
             self._open_streams.discard(send)
+            next_request.cancel()
             if pump is not None and not pump.done():
                 pump.cancel()
                 await asyncio.gather(pump, return_exceptions=True)
@@ -198,7 +209,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         tickets: list[Ticket],
     ) -> None:
         try:
-            async for event in downstream:
+            while (event := await downstream.read()) is not grpc.aio.EOF:
                 await send(event)
                 if event.HasField("turn_completed") and tickets:
                     done = event.turn_completed

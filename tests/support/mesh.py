@@ -12,6 +12,8 @@ import redis.asyncio as aioredis
 from opentelemetry.sdk.trace import TracerProvider
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from gateway.config import GatewayConfig
+from gateway.main import Gateway, build_gateway, load_keys
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings
@@ -49,6 +51,8 @@ class Mesh:
     redis: aioredis.Redis
     servers: list[MeshServer] = field(default_factory=list)
     routers: list[tuple[Router, MeshServer, grpc.aio.Channel]] = field(default_factory=list)
+    gateways: list[tuple[Gateway, MeshServer, grpc.aio.Channel]] = field(default_factory=list)
+    tracer_provider: TracerProvider | None = None
 
     def submitted(self) -> list[int]:
         return [r.engine.submitted for r in self.replicas]
@@ -72,8 +76,13 @@ class Mesh:
             tools=self.tools_server.address,
             **overrides,
         )
-        router = build_router(config, self.redis, Metrics(), tracer_provider, picker=picker)
-        server = MeshServer(config, [router.servicer.service()], metrics=Metrics(), tracer_provider=tracer_provider)
+        router = build_router(config, self.redis, Metrics(), tracer_provider or self.tracer_provider, picker=picker)
+        server = MeshServer(
+            config,
+            [router.servicer.service()],
+            metrics=Metrics(),
+            tracer_provider=tracer_provider or self.tracer_provider,
+        )
         await server.start()
         await router.start()
         assert await router.replicas.wait_any(10)
@@ -83,7 +92,35 @@ class Mesh:
         self.routers.append((router, server, channel))
         return agent_pb2_grpc.AgentServiceStub(channel)
 
+    async def add_gateway(
+        self,
+        *,
+        keys: str = "acme:acme-secret-key,other:other-secret-key",
+        tracer_provider: TracerProvider | None = None,
+        metrics: Metrics | None = None,
+        **overrides: Any,
+    ) -> tuple[Any, Gateway, MeshServer]:
+        """A gateway in front of every router added so far: (stub, parts, server)."""
+        config = replace(
+            GatewayConfig(), port=0, routers=tuple(server.address for _, server, _ in self.routers), api_keys=keys,
+            **overrides,
+        )  # fmt: skip
+        metrics = metrics or Metrics()
+        gateway = build_gateway(config, load_keys(config), self.redis, metrics, tracer_provider)
+        server = MeshServer(config, [gateway.servicer.service()], metrics=metrics, tracer_provider=tracer_provider,
+                            interceptors=[gateway.auth])  # fmt: skip
+        await server.start()
+        gateway.routers.start()
+        assert await gateway.routers.wait_healthy(10)
+        channel = grpc.aio.insecure_channel(server.address)
+        self.gateways.append((gateway, server, channel))
+        return agent_pb2_grpc.AgentServiceStub(channel), gateway, server
+
     async def close(self) -> None:
+        for gateway, server, channel in self.gateways:
+            await channel.close()
+            await server.drain(grace=0)
+            await gateway.routers.close()
         for router, server, channel in self.routers:
             await channel.close()
             await server.drain(grace=0)
@@ -99,20 +136,25 @@ async def start_mesh(
     replicas: int = 4,
     sim: SimulatorSettings = FAST_SIM,
     extra_tools: Sequence[ToolDefinition] = (),
+    tracer_provider: TracerProvider | None = None,
 ) -> Mesh:
     sims = []
     for i in range(replicas):
         engine = SimulatorEngine(replace(sim, model_id=f"sim-{i}"))
         await engine.start()
+        tracer = tracer_provider.get_tracer("agentmesh.inference") if tracer_provider else None
         servicer = InferenceServicer(engine, SessionSettings(replica_id=f"sim-{i}", default_max_tokens=64,
-                                                             load_interval_s=0.05))  # fmt: skip
-        server = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics())
+                                                             load_interval_s=0.05), tracer=tracer)  # fmt: skip
+        server = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics(),
+                            tracer_provider=tracer_provider)  # fmt: skip
         await server.start()
         sims.append(SimReplica(engine, server))
     executor = ToolExecutor(ToolRegistry([*default_tools(), *extra_tools]), cache=TwoLevelCache("test:tools:", redis))
-    tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor).service()], metrics=Metrics())
+    tools_tracer = tracer_provider.get_tracer("agentmesh.tools") if tracer_provider else None
+    tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor, tools_tracer).service()],
+                              metrics=Metrics(), tracer_provider=tracer_provider)  # fmt: skip
     await tools_server.start()
-    return Mesh(sims, tools_server, redis)
+    return Mesh(sims, tools_server, redis, tracer_provider=tracer_provider)
 
 
 @dataclass
