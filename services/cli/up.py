@@ -50,7 +50,7 @@ def plan(args: argparse.Namespace) -> list[Proc]:
     replicas: list[str] = []
 
     def add(name: str, module: str, port: int, metrics_port: int, *extra: str) -> None:
-        metrics = metrics_port if args.metrics else -1
+        metrics = metrics_port - METRICS["gateway"] + args.metrics_port_base if args.metrics else -1
         argv = [module, "--port", str(port), "--metrics-port", str(metrics), *extra]
         procs.append(Proc(name, argv, port, COLOURS[len(procs) % len(COLOURS)]))
 
@@ -155,4 +155,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tools-port", type=int, default=TOOLS_PORT)
     parser.add_argument("--inference-port", type=int, default=INFERENCE_PORT)
     parser.add_argument("--no-metrics", dest="metrics", action="store_false", help="no Prometheus ports")
+    parser.add_argument("--metrics-port-base", type=int, default=METRICS["gateway"],
+                        help="gateway's metrics port; router, tools, inference at +1, +2, +3; simulators from +9")  # fmt: skip
     parser.add_argument("--start-timeout-s", type=float, default=300.0, help="per service")

@@ -1,0 +1,137 @@
+"""The mesh as a newcomer meets it: `agentmesh up` (what `make run` runs) with the real vLLM engine,
+then `agentmesh chat --once`, `agentmesh complete`, grpcurl through the gateway, and every /metrics page."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GRPCURL = str(Path(sys.executable).parent / "grpcurl")
+AUTH = "authorization: Bearer agentmesh-dev-key"
+
+pytestmark = pytest.mark.vllm
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_block(size: int) -> int:
+    """A base port with ``size`` free ports after it."""
+    for base in range(39100, 60000, 50):
+        try:
+            socks = []
+            for port in range(base, base + size):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port block")
+
+
+@pytest.fixture(scope="module")
+def mesh() -> Iterator[dict[str, int]]:
+    ports = {"gateway": free_port(), "router": free_port(), "tools": free_port(), "inference": free_port()}
+    metrics = free_block(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_GATEWAY_API_KEYS")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up", "--gateway-port", str(ports["gateway"]),
+         "--router-port", str(ports["router"]), "--tools-port", str(ports["tools"]),
+         "--inference-port", str(ports["inference"]), "--metrics-port-base", str(metrics)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line, "agentmesh up exited early:\n" + "".join(lines[-40:])
+        lines.append(line)
+        if "the mesh is up" in line:
+            break
+    else:
+        proc.kill()
+        pytest.fail("the mesh did not come up:\n" + "".join(lines[-40:]))
+    yield {**ports, "metrics": metrics}
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 0, out[-3000:]
+    assert out.count("draining") >= 4
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "services.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180, check=False)  # fmt: skip
+
+
+def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GRPCURL, "-plaintext", *args], capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_chat_once_calls_the_calculator_and_answers(mesh: dict[str, int]) -> None:
+    result = cli("chat", "--once", "What is 23*47?", "--target", f"127.0.0.1:{mesh['gateway']}")
+    assert result.returncode == 0, result.stderr
+    assert '→ calculator {"expression":"23*47"}' in result.stdout
+    assert '"result":1081' in result.stdout
+    answer = result.stdout.split("):", 1)[1]
+    assert "1081" in answer.replace(",", "")
+
+
+def test_complete_streams_an_answer(mesh: dict[str, int]) -> None:
+    result = cli("complete", "What is the capital of France?", "--target", f"127.0.0.1:{mesh['gateway']}")
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+
+
+def test_grpcurl_lists_describes_and_calls_through_the_gateway(mesh: dict[str, int]) -> None:
+    target = f"127.0.0.1:{mesh['gateway']}"
+    listing = grpcurl(target, "list")
+    assert listing.returncode == 0 and "agentmesh.agent.v1.AgentService" in listing.stdout.split()
+    described = grpcurl(target, "describe", "agentmesh.agent.v1.AgentService")
+    assert "rpc Complete ( .agentmesh.agent.v1.CompleteRequest )" in described.stdout
+    call = grpcurl("-H", AUTH, "-d", json.dumps({"prompt": "Say hello."}), target,
+                   "agentmesh.agent.v1.AgentService/Complete")  # fmt: skip
+    assert call.returncode == 0, call.stderr
+    assert '"finished"' in call.stdout and '"text_delta"' in call.stdout
+    turn = grpcurl("-H", AUTH, "-d", json.dumps({"start_turn": {"message": "What is 12*12?"}}), target,
+                   "agentmesh.agent.v1.AgentService/Converse")  # fmt: skip
+    assert turn.returncode == 0, turn.stderr
+    assert '"tool_call_finished"' in turn.stdout and "144" in turn.stdout
+    denied = grpcurl("-d", json.dumps({"prompt": "hi"}), target, "agentmesh.agent.v1.AgentService/Complete")
+    assert denied.returncode != 0 and "Unauthenticated" in denied.stderr
+
+
+def test_every_service_exposes_its_metrics(mesh: dict[str, int]) -> None:
+    base = mesh["metrics"]
+    expected = {
+        base: ["agentmesh_gateway_admission_total", "agentmesh_gateway_queue_depth",
+               "agentmesh_gateway_concurrency_limit", "agentmesh_rpc_server_handled_total"],
+        base + 1: ["agentmesh_router_turns_total", "agentmesh_router_replica_picks_total",
+                   "agentmesh_router_response_cache_lookups_total", "agentmesh_router_failovers_total"],
+        base + 2: ["agentmesh_tool_calls_total", "agentmesh_tool_circuit_breaker_state",
+                   "agentmesh_tool_cache_hit_ratio", "agentmesh_tool_calls_in_flight"],
+        base + 3: ["agentmesh_inference_time_to_first_token_seconds", "agentmesh_inference_queue_depth",
+                   "agentmesh_inference_prefix_cache_hit_ratio", "agentmesh_inference_cached_prompt_tokens_total"],
+    }  # fmt: skip
+    for port, names in expected.items():
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        for name in names:
+            assert name in body, (port, name)
