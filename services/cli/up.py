@@ -155,6 +155,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tools-port", type=int, default=TOOLS_PORT)
     parser.add_argument("--inference-port", type=int, default=INFERENCE_PORT)
     parser.add_argument("--no-metrics", dest="metrics", action="store_false", help="no Prometheus ports")
-    parser.add_argument("--metrics-port-base", type=int, default=METRICS["gateway"],
-                        help="gateway's metrics port; router, tools, inference at +1, +2, +3; simulators from +9")  # fmt: skip
+    parser.add_argument(
+        "--metrics-port-base",
+        type=int,
+        default=METRICS["gateway"],
+        help="gateway's metrics port; router, tools, inference at +1, +2, +3; simulators from +9",
+    )
     parser.add_argument("--start-timeout-s", type=float, default=300.0, help="per service")
