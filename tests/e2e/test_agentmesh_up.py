@@ -28,10 +28,11 @@ def free_ports(n: int) -> list[int]:
 
 
 def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
-    router, tools, inference = free_ports(3)
+    gateway, router, tools, inference = free_ports(4)
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "2", "--no-metrics",
-         "--router-port", str(router), "--tools-port", str(tools), "--inference-port", str(inference)],
+         "--gateway-port", str(gateway), "--router-port", str(router), "--tools-port", str(tools),
+         "--inference-port", str(inference)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -60,8 +61,8 @@ def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
         lines.append(out)
         assert proc.returncode == 0, "".join(lines)
         text = "".join(lines)
-        for name in ("sim-0", "sim-1", "tools", "router"):
+        for name in ("sim-0", "sim-1", "tools", "router", "gateway"):
             assert f"{name} is serving" in text
-        assert text.count("draining") == 4
+        assert text.count("draining") == 5
     finally:
         proc.kill()
