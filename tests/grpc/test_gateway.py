@@ -195,6 +195,7 @@ async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.
             await asyncio.sleep(1 / 60)
         await asyncio.wait_for(asyncio.gather(*tasks), 30)  # no stream hangs
         codes = {p: [c for c, _ in results[p]] for p in results}
+        print({f"P{p}": {c: cs.count(c) for c in set(cs)} for p, cs in codes.items()})
         assert all(c in ("ok", "RESOURCE_EXHAUSTED") for cs in codes.values() for c in cs), codes
         assert codes[2].count("RESOURCE_EXHAUSTED") > codes[0].count("RESOURCE_EXHAUSTED")
         assert codes[2].count("RESOURCE_EXHAUSTED") >= 5
@@ -204,5 +205,11 @@ async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.
                        for p in range(3))  # fmt: skip
         assert admitted == sum(cs.count("ok") for cs in codes.values())  # nothing admitted was lost
         assert gateway.admission.in_flight == 0 and gateway.admission.queued() == 0
+        # Every admitted P0 waited within its 1.5 s SLO.
+        p0_waits = metrics.registry.get_sample_value("agentmesh_gateway_queue_wait_seconds_count", {"priority": "P0"})
+        p0_within = metrics.registry.get_sample_value(
+            "agentmesh_gateway_queue_wait_seconds_bucket", {"priority": "P0", "le": "2.5"}
+        )
+        assert p0_waits == p0_within == codes[0].count("ok")
     finally:
         await mesh.close()
