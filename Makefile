@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: setup run test check lint typecheck protolint pytest gen lock clean
+.PHONY: setup run test check lint typecheck protolint pytest bench gen lock clean
 
 ## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
 setup:
@@ -31,6 +31,10 @@ protolint:
 
 pytest:
 	$(BIN)/pytest -q
+
+## bench: run the benchmark suite and rewrite its sections of BENCHMARKS.md (QUICK=1: under a minute, no vLLM)
+bench: setup
+	$(PY) -m loadtest.suite $(if $(QUICK),--quick,)
 
 ## gen: regenerate the contracts from protos/
 gen:

@@ -31,6 +31,7 @@ class InferenceConfig(ServiceConfig):
     default_max_tokens: int = opt(256, "max_tokens when a request sets none", check=positive)
     max_output_tokens: int = opt(1024, "largest max_tokens a request may ask for", check=positive)
     load_report_interval_s: float = opt(0.5, "seconds between load reports on an idle stream", check=positive)
+    coalesce_frames: bool = opt(True, "merge the deltas of one engine step into one frame (false: for benchmarks)")
     # vLLM engine arguments (defaults: the embedded model on CPU).
     model: str = opt("", "model folder (default: the provisioned SmolLM2-135M-Instruct)")
     model_id: str = opt("SmolLM2-135M-Instruct", "model name reported to callers")

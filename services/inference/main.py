@@ -86,6 +86,7 @@ async def serve(config: InferenceConfig) -> None:
             replica_id=replica_id,
             default_max_tokens=config.default_max_tokens,
             load_interval_s=config.load_report_interval_s,
+            coalesce=config.coalesce_frames,
         ),
         InferenceMetrics(metrics, engine.load),
         is_draining=lambda: draining,

@@ -59,6 +59,8 @@ class SessionSettings:
     replica_id: str
     default_max_tokens: int
     load_interval_s: float = 0.5
+    #: Merge the deltas of one engine step into one frame (off: a frame per request update; for benchmarks).
+    coalesce: bool = True
 
 
 class GenerateSession:
@@ -84,6 +86,7 @@ class GenerateSession:
         self._aborted: set[str] = set()
         self._pending: dict[str, inference_pb2.GenerationDelta] = {}
         self._wake = asyncio.Event()
+        self._writing = asyncio.Lock()
         self._load_due = True
 
     async def run(self, requests: AsyncIterator[inference_pb2.GenerateRequest]) -> None:
@@ -190,7 +193,12 @@ class GenerateSession:
                         if f.queue_time_s is not None:
                             result.queue_time.CopyFrom(duration(f.queue_time_s))
                         self._record_finish(f.reason, now - start, f.usage)
-                    self._wake.set()
+                    if self._settings.coalesce:
+                        self._wake.set()
+                    else:
+                        single = self._pending.pop(rid)
+                        async with self._writing:
+                            await self._write(inference_pb2.GenerateResponse(deltas=[single]))
         except TimeoutError:
             self._finish_with_error(
                 rid, DeadlineExceeded(f"request {rid} ran past its timeout"), FinishReason.ABORTED, emitted
@@ -244,6 +252,10 @@ class GenerateSession:
         self._delta(request_id).result.error.CopyFrom(to_request_error(error))
 
     async def _flush(self) -> None:
+        async with self._writing:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
         if not self._pending and not self._load_due:
             return
         frame = inference_pb2.GenerateResponse(deltas=list(self._pending.values()))

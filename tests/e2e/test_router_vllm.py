@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
+from loadtest.mesh import TurnResult, converse
 from services.router.config import RouterConfig
 from services.router.main import build_router
 from services.runtime.cache import TwoLevelCache
@@ -24,7 +25,6 @@ from services.tools.executor import ToolExecutor
 from services.tools.registry import ToolRegistry
 from services.tools.servicer import ToolExecutorServicer
 from tests.e2e.conftest import VllmReplica
-from tests.support.mesh import TurnResult, converse
 
 pytestmark = pytest.mark.vllm
 

@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
+from loadtest.mesh import Mesh, converse, start_mesh
 from services.router.picker import RoundRobinPicker
 from services.runtime.errors import rich_error_of
-from tests.support.mesh import Mesh, converse, start_mesh
 from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
@@ -115,7 +115,7 @@ async def test_prefix_aware_placement_beats_round_robin_on_cache_hits(redis_clie
 async def test_replica_dying_mid_answer_fails_over_and_is_skipped(redis_client: aioredis.Redis) -> None:
     from dataclasses import replace
 
-    from tests.support.mesh import FAST_SIM
+    from loadtest.mesh import FAST_SIM
 
     mesh = await start_mesh(redis_client, replicas=3, sim=replace(FAST_SIM, output_tokens=60, decode_base_s=0.01))
     try:
@@ -179,7 +179,7 @@ async def test_required_tool_runs_and_its_failure_is_shown_not_fatal(mesh: Mesh)
 async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) -> None:
     from dataclasses import replace
 
-    from tests.support.mesh import FAST_SIM
+    from loadtest.mesh import FAST_SIM
 
     mesh = await start_mesh(redis_client, replicas=2, sim=replace(FAST_SIM, output_tokens=500, decode_base_s=0.01))
     try:

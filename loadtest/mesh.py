@@ -1,4 +1,4 @@
-"""An in-process mesh for router tests: simulator replicas, a tool executor and routers on loopback."""
+"""An in-process mesh on loopback: simulator replicas, a tool executor, routers and gateways (tests, benchmarks)."""
 
 from __future__ import annotations
 
