@@ -73,16 +73,6 @@ def load_keys(config: GatewayConfig) -> ApiKeys:
         raise StartupError(str(exc)) from None
 
 
-async def follow_routers(routers: RouterPool, server: MeshServer) -> None:
-    serving: bool | None = None
-    while True:
-        now = routers.any_healthy()
-        if now != serving:
-            await server.set_serving(now)
-            serving = now
-        await asyncio.sleep(0.5)
-
-
 async def serve(config: GatewayConfig) -> None:
     stop = stop_signals()
     tracer_provider = setup_tracing(config.SERVICE_NAME, config.otel_exporter, config.otel_endpoint)  # type: ignore[arg-type]
@@ -97,7 +87,7 @@ async def serve(config: GatewayConfig) -> None:
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start(serving=False)
     gateway.routers.start()
-    follower = asyncio.create_task(follow_routers(gateway.routers, server))
+    follower = asyncio.create_task(server.follow(gateway.routers.any_healthy))  # SERVING while a router is up
     await stop
     follower.cancel()
     server.on_drain(gateway.servicer.announce_draining)

@@ -37,7 +37,13 @@ async def drive(
     for t in warm:
         t.warmup = True
     measured = list(requests[shape.warmup :]) or list(requests)
-    bar = tqdm(total=len(measured), desc=target.name, file=sys.stderr, disable=not progress, leave=False)
+    bar = tqdm(
+        total=len(measured),
+        desc=target.name,
+        file=sys.stderr,
+        disable=not progress or not sys.stderr.isatty(),
+        leave=False,
+    )
     traces: list[RequestTrace] = []
 
     async def one(request: BenchRequest) -> None:

@@ -12,7 +12,6 @@ import math
 import time
 
 import jsonschema
-from google.protobuf import duration_pb2, timestamp_pb2
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2
@@ -26,6 +25,7 @@ from services.inference.engine import (
     Usage,
 )
 from services.runtime.errors import FieldViolation, InvalidArgument
+from services.runtime.protoutil import timestamp
 
 MAX_REQUEST_ID_LEN = 128
 ROLES = {
@@ -46,12 +46,6 @@ FINISH_REASONS = {
     FinishReason.ABORTED: common_pb2.FINISH_REASON_ABORTED,
     FinishReason.ERROR: common_pb2.FINISH_REASON_ERROR,
 }
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
 
 
 def request_from_proto(
@@ -151,8 +145,7 @@ def usage_to_proto(usage: Usage) -> common_pb2.Usage:
 
 
 def load_to_proto(load: Load, replica_id: str, *, draining: bool) -> inference_pb2.LoadReport:
-    observed = timestamp_pb2.Timestamp()
-    observed.FromNanoseconds(time.time_ns())
+    observed = timestamp(time.time())
     return inference_pb2.LoadReport(
         replica_id=replica_id,
         running=load.running,

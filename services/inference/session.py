@@ -34,7 +34,6 @@ from opentelemetry import trace
 from agentmesh.inference.v1 import inference_pb2
 from services.inference.convert import (
     FINISH_REASONS,
-    duration,
     load_to_proto,
     request_from_proto,
     usage_to_proto,
@@ -48,6 +47,7 @@ from services.runtime.errors import (
     to_request_error,
 )
 from services.runtime.interceptors.tracing import extract_context
+from services.runtime.protoutil import duration
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
-from google.protobuf import duration_pb2
 from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2
@@ -51,6 +50,7 @@ from services.router.sessions import Session, SessionStore, ToolRecord, TurnReco
 from services.router.tools_link import ToolsLink
 from services.runtime.deadline import Deadline
 from services.runtime.interceptors.tracing import inject_context
+from services.runtime.protoutil import duration
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +61,6 @@ MODES = {
     agent_pb2.TOOL_CHOICE_MODE_REQUIRED: "required",
     agent_pb2.TOOL_CHOICE_MODE_NAMED: "named",
 }
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
 
 
 @dataclass(frozen=True)

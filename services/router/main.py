@@ -1,8 +1,8 @@
 """The router process: ``python -m services.router`` or ``agentmesh-router``.
 
 Health is SERVING while at least one inference replica is connected and
-NOT_SERVING otherwise (a watcher follows the links), so a gateway or a
-Kubernetes probe never sends turns to a router that cannot answer them.
+NOT_SERVING otherwise (``MeshServer.follow`` tracks the links), so a gateway or
+a Kubernetes probe never sends turns to a router that cannot answer them.
 """
 
 from __future__ import annotations
@@ -32,17 +32,6 @@ from services.runtime.metrics import Metrics, MetricsServer
 from services.runtime.redis import connect_redis
 from services.runtime.server import MeshServer, StartupError, stop_signals
 from services.runtime.telemetry import setup_tracing
-
-
-async def follow_replicas(replicas: ReplicaSet, server: MeshServer, interval_s: float = 0.5) -> None:
-    """Keep health in step with whether any inference replica is reachable."""
-    serving: bool | None = None
-    while True:
-        now = any(link.available for link in replicas.replicas)
-        if now != serving:
-            await server.set_serving(now)
-            serving = now
-        await asyncio.sleep(interval_s)
 
 
 @dataclass
@@ -119,7 +108,8 @@ async def serve(config: RouterConfig) -> None:
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start(serving=False)
     await router.start()
-    follower = asyncio.create_task(follow_replicas(router.replicas, server))
+    # SERVING while at least one inference replica is reachable.
+    follower = asyncio.create_task(server.follow(lambda: any(link.available for link in router.replicas.replicas)))
     await stop
     follower.cancel()
     server.on_drain(router.servicer.announce_draining)

@@ -15,16 +15,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc.aio
-from google.protobuf import timestamp_pb2
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
-from services.router.agent_loop import MODES, AgentLoop, TurnRequest, duration
+from services.router.agent_loop import MODES, AgentLoop, TurnRequest
 from services.router.generation import GenerationSpec, Generator
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT
 from services.router.sessions import SessionStore
 from services.runtime.context import current_request_id
 from services.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from services.runtime.protoutil import duration, timestamp
 from services.runtime.server import Service
 
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
@@ -55,12 +55,6 @@ def check_sampling(s: common_pb2.SamplingParams, prefix: str, max_tokens: int) -
 def _raise(bad: list[FieldViolation]) -> None:
     if bad:
         raise InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in bad), bad)
-
-
-def _ts(seconds: float) -> timestamp_pb2.Timestamp:
-    t = timestamp_pb2.Timestamp()
-    t.FromNanoseconds(int(seconds * 1e9))
-    return t
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -219,8 +213,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         out = agent_pb2.Session(
             session_id=session.session_id,
             system_prompt=session.system_prompt,
-            created_at=_ts(session.created_at),
-            expires_at=_ts(time.time() + session.ttl_s),
+            created_at=timestamp(session.created_at),
+            expires_at=timestamp(time.time() + session.ttl_s),
         )
         for t in session.turns:
             turn = out.turns.add(
@@ -229,7 +223,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 answer=t.answer,
                 usage=common_pb2.Usage(**t.usage),
                 finish_reason=t.finish_reason,
-                completed_at=_ts(t.completed_at),
+                completed_at=timestamp(t.completed_at),
             )
             for c in t.tool_calls:
                 turn.tool_calls.add(

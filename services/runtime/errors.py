@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import grpc
-from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from agentmesh.common.v1 import common_pb2
+from services.runtime.protoutil import duration
 
 DOMAIN = "agentmesh"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -180,12 +180,6 @@ class Cancelled(AgentMeshError):
     default_reason = "CANCELLED"
 
 
-def _duration(seconds: float) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
-
-
 def to_rpc_status(error: AgentMeshError, request_id: str | None = None) -> status_pb2.Status:
     """Build the google.rpc.Status (with rich details) that represents ``error``."""
     status = status_pb2.Status(code=error.code.value[0], message=error.message)
@@ -200,7 +194,7 @@ def to_rpc_status(error: AgentMeshError, request_id: str | None = None) -> statu
         )
         status.details.add().Pack(bad)
     if error.retry_after_s is not None:
-        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=_duration(error.retry_after_s)))
+        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=duration(error.retry_after_s)))
     if request_id:
         status.details.add().Pack(error_details_pb2.RequestInfo(request_id=request_id))
     return status
@@ -220,7 +214,7 @@ def to_request_error(error: AgentMeshError) -> common_pb2.RequestError:
     for v in error.field_violations:
         out.field_violations.add(field=v.field, description=v.description)
     if error.retry_after_s is not None:
-        out.retry_after.CopyFrom(_duration(error.retry_after_s))
+        out.retry_after.CopyFrom(duration(error.retry_after_s))
     return out
 
 

@@ -123,6 +123,16 @@ class MeshServer:
         for name in ("", *self.service_names):
             await self.health.set(name, status)
 
+    async def follow(self, is_up: Callable[[], bool], interval_s: float = 0.5) -> None:
+        """Keep health in step with ``is_up()`` (e.g. "some dependency is reachable") until cancelled."""
+        serving: bool | None = None
+        while not self._draining:
+            now = is_up()
+            if now != serving:
+                await self.set_serving(now)
+                serving = now
+            await asyncio.sleep(interval_s)
+
     def on_drain(self, hook: DrainHook) -> None:
         """Run ``hook`` when draining starts (e.g. send drain notices on open streams)."""
         self._drain_hooks.append(hook)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from google.protobuf import duration_pb2
-
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
+from services.runtime.protoutil import duration
 from services.tools.executor import CallOutcome, CallRequest, CallStatus
 from services.tools.registry import ToolDefinition
 
@@ -21,12 +20,6 @@ STATUS = {
     CallStatus.UNAVAILABLE: common_pb2.TOOL_CALL_STATUS_UNAVAILABLE,
     CallStatus.RESOURCE_EXHAUSTED: common_pb2.TOOL_CALL_STATUS_RESOURCE_EXHAUSTED,
 }
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
 
 
 def request_from_proto(call: tools_pb2.ToolCall) -> CallRequest:
