@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 DrainHook = Callable[[], Awaitable[None]]
 
+#: Health name for liveness probes (see ``MeshServer.start``).
+LIVENESS = "liveness"
+
 
 class StartupError(Exception):
     """The server cannot start (port taken, dependency unreachable); one line for the user."""
@@ -112,8 +115,13 @@ class MeshServer:
         return self._draining
 
     async def start(self, *, serving: bool = True) -> None:
-        """Start accepting RPCs; health says SERVING only if ``serving`` (else after warm-up)."""
+        """Start accepting RPCs; health says SERVING only if ``serving`` (else after warm-up).
+
+        The ``liveness`` health name is SERVING from here on, whatever the dependencies do: a
+        liveness probe must restart a wedged process, not one whose dependency is down.
+        """
         await self._server.start()
+        await self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
         await self.set_serving(serving)
         log.info("serving %s on %s", ", ".join(self.service_names), self.address)
 

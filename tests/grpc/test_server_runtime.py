@@ -65,6 +65,8 @@ async def test_health_not_serving_until_warm(start_server: StartServer, open_cha
     server = await start_server([ProbeAgent().service()], serving=False)
     health = health_pb2_grpc.HealthStub(open_channel(server.address))
     assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    live = await health.Check(health_pb2.HealthCheckRequest(service="liveness"))
+    assert live.status == health_pb2.HealthCheckResponse.SERVING  # alive while not ready
     await server.set_serving(True)
     assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
 
