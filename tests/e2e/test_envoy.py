@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -22,17 +21,12 @@ import yaml
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from loadtest.mesh import FAST_SIM, converse, start_mesh
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVOY = str(Path(sys.executable).parent / "envoy")
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
 AUTH = (("authorization", "Bearer acme-secret-key"),)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def envoy_config(gateway_port: int, listen_port: int, admin_port: int) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -13,14 +12,9 @@ from pathlib import Path
 from services.runtime.channel import create_channel
 from services.runtime.health import wait_serving
 from tests.support.generate import GenerateStream, submit
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_simulator_process_serves_reports_metrics_and_drains() -> None:

@@ -16,17 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
 AUTH = "authorization: Bearer agentmesh-dev-key"
 
 pytestmark = pytest.mark.vllm
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def free_block(size: int) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +14,9 @@ from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.channel import create_channel
 from services.runtime.health import wait_serving
 from tests.conftest import REDIS_URL
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_tools_process_runs_calculator_and_drains() -> None:
