@@ -12,8 +12,8 @@ classes whose expected wait no longer fits are shed: lowest class first.
 
 The limit adapts (AIMD) to downstream signals: each finished request reports
 its time to first token; above ``ttft_target_s`` the limit shrinks by 10 %,
-otherwise it grows by 1/limit. ``observe_queueing`` lets replica queueing
-(waiting requests in load reports) shrink it as well.
+otherwise it grows by 1/limit. (Replica load reports do not reach the gateway,
+so queueing in the engines shows up here only through TTFT.)
 """
 
 from __future__ import annotations
@@ -159,12 +159,6 @@ class AdmissionController:
             else:
                 self.limit = min(self.max_limit, self.limit + 1 / self.limit)
         self._dispatch()
-
-    def observe_queueing(self, waiting: int, running: int) -> None:
-        """Shrink the limit when replicas queue more than they run (load reports)."""
-        if running and waiting > running:
-            self.limit = max(self.min_limit, self.limit * 0.95)
-            self._publish()
 
     def _dispatch(self) -> None:
         while self.in_flight < int(self.limit):

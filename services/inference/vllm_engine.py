@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.inference.engine import (
+    ChatTurn,
     Engine,
     EngineDead,
     Finished,
@@ -31,6 +32,7 @@ from services.inference.engine import (
     Load,
     ModelInfo,
     PreparedRequest,
+    Sampling,
     Usage,
     check_fits,
 )
@@ -172,8 +174,6 @@ class VllmEngine(Engine):
 
     async def _warm_up(self) -> None:
         """One plain and one structured generation, so the first caller pays no compile cost."""
-        from services.inference.engine import ChatTurn, Sampling
-
         sampling = Sampling(temperature=0.0, top_p=1.0, top_k=0, max_tokens=8, seed=None, stop=())
         for i, schema in enumerate((None, WARMUP_SCHEMA)):
             request = GenerationRequest(
