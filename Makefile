@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: setup run test check lint typecheck protolint pytest bench gen lock clean
+.PHONY: setup run test check lint typecheck protolint pytest bench eval gen lock clean
 
 ## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
 setup:
@@ -35,6 +35,10 @@ pytest:
 ## bench: run the benchmark suite and rewrite its sections of BENCHMARKS.md (QUICK=1: under a minute, no vLLM)
 bench: setup
 	$(PY) -m loadtest.suite $(if $(QUICK),--quick,)
+
+## eval: run the agent evaluation (dev + held-out, embedding vs llm tool selection) on vLLM and write EVAL.md
+eval: setup
+	$(PY) -m evals
 
 ## gen: regenerate the contracts from protos/
 gen:

@@ -73,7 +73,7 @@ def request_from_proto(
             if role is None:
                 bad.append(FieldViolation(f"submit.chat.messages[{i}].role", "must be set"))
                 continue
-            turns.append(ChatTurn(role=role, content=message.content))
+            turns.append(ChatTurn(role=role, content=message.content, tool_name=message.tool_name))
         if submit.chat.messages and not any(m.content.strip() for m in submit.chat.messages):
             bad.append(FieldViolation("submit.chat.messages", "every message is empty"))
         if submit.chat.continue_final_message and (

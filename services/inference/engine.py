@@ -42,10 +42,11 @@ class Sampling:
 
 @dataclass(frozen=True)
 class ChatTurn:
-    """One chat message; ``role`` is system, user, assistant or tool."""
+    """One chat message; ``role`` is system, user, assistant or tool (``tool_name`` names the tool)."""
 
     role: str
     content: str
+    tool_name: str = ""
 
 
 @dataclass(frozen=True)

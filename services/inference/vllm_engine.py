@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
+from services.inference.chat import supports_tool_role, template_messages
 from services.inference.engine import (
     ChatTurn,
     Engine,
@@ -121,6 +122,7 @@ class VllmEngine(Engine):
         self.settings = settings
         self._llm: Any = None
         self._tokenizer: Any = None
+        self._tool_role: bool | None = None
         self._sink = _LoadSink()
         self._info: ModelInfo | None = None
 
@@ -200,7 +202,9 @@ class VllmEngine(Engine):
         if isinstance(request.prompt, str):
             ids = self._tokenizer(request.prompt).input_ids
         else:
-            messages = [{"role": t.role, "content": t.content} for t in request.prompt]
+            if self._tool_role is None:
+                self._tool_role = supports_tool_role(self._tokenizer)
+            messages = template_messages(request.prompt, tool_role=self._tool_role)
             try:
                 ids = self._tokenizer.apply_chat_template(
                     messages,

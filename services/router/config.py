@@ -38,7 +38,22 @@ class RouterConfig(RedisConfig):
     )
     tool_timeout_s: float = opt(10.0, "time allowed for one tool call (retries included)", check=positive)
     model_id: str = opt("SmolLM2-135M-Instruct", "model name, part of the response-cache key")
+    tool_selection: str = opt(
+        "embedding",
+        "how tools are selected: embedding (classifier, the LLM only for ambiguous messages) or llm (always the LLM)",
+        choices=("embedding", "llm"),
+    )
+    selector_choose: float = opt(0.50, "embedding selector: similarity that selects a tool", check=non_negative)
+    selector_reject: float = opt(
+        0.30, "embedding selector: best similarity below which no tool is needed", check=non_negative
+    )
+    selector_margin: float = opt(
+        0.05, "embedding selector: lead a tool needs over the nearest no-tool example", check=non_negative
+    )
+    answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
 
     def validate(self) -> None:
         if not self.inference:
             raise ConfigError("--inference: at least one inference replica is required")
+        if not self.selector_reject <= self.selector_choose <= 1.0:
+            raise ConfigError("--selector-reject and --selector-choose: need reject <= choose <= 1")

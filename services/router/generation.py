@@ -64,6 +64,8 @@ class GenerationSpec:
     json_schema: str = ""
     #: Field prefix for errors the replica reports about the request (e.g. "start_turn.sampling").
     sampling_field: str = "sampling"
+    #: The last message is a partial assistant message (an answer opening) that the model continues.
+    continue_final: bool = False
 
     @property
     def deterministic(self) -> bool:
@@ -231,10 +233,13 @@ class Generator:
 
     def _submit(self, spec: GenerationSpec, partial: str, produced: int) -> inference_pb2.SubmitGeneration:
         submit = inference_pb2.SubmitGeneration(request_id=uuid.uuid4().hex, priority=spec.priority)
-        for role, content in spec.messages:
-            submit.chat.messages.add(role=ROLES[role], content=content)
-        if partial:
+        for m in spec.messages:
+            submit.chat.messages.add(role=ROLES[m.role], content=m.content, tool_name=m.tool_name)
+        if partial and spec.continue_final:
+            submit.chat.messages[-1].content += partial
+        elif partial:
             submit.chat.messages.add(role=common_pb2.ROLE_ASSISTANT, content=partial)
+        if partial or spec.continue_final:
             submit.chat.continue_final_message = True
         else:
             submit.chat.add_generation_prompt = True

@@ -18,10 +18,13 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from services.router.agent_loop import AgentLoop, LoopSettings
 from services.router.config import RouterConfig
+from services.router.embedding import Embedder, MiniLmEmbedder
 from services.router.generation import Generator
 from services.router.metrics import RouterMetrics
 from services.router.picker import Picker, make_picker
+from services.router.planning import Planner
 from services.router.replicas import ReplicaSet
+from services.router.selector import SelectorSettings, ToolSelector
 from services.router.servicer import AgentServicer
 from services.router.sessions import SessionStore
 from services.router.tools_link import ToolsLink
@@ -44,10 +47,12 @@ class Router:
     generator: Generator
     loop: AgentLoop
     metrics: RouterMetrics
+    embedder: Embedder | None = None
 
     async def start(self) -> None:
         await self.replicas.start()
         self.tools.start()
+        await self.loop.warm_up()
 
     async def close(self) -> None:
         await self.replicas.close()
@@ -60,7 +65,10 @@ def build_router(
     metrics: Metrics,
     tracer_provider: TracerProvider | None = None,
     picker: Picker | None = None,
+    *,
+    embedder: Embedder | None = None,
 ) -> Router:
+    """Wire a router; ``embedder`` lets several routers in one process share one embedding model."""
     router_metrics = RouterMetrics(metrics)
 
     def channel(target: str) -> grpc.aio.Channel:
@@ -79,21 +87,31 @@ def build_router(
         cache_ttl_s=config.response_cache_ttl_s,
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("agentmesh.router")
+    selector = None
+    if config.tool_selection == "embedding":
+        embedder = embedder or MiniLmEmbedder()
+        settings = SelectorSettings(
+            choose=config.selector_choose, reject=config.selector_reject, margin=config.selector_margin
+        )
+        selector = ToolSelector(embedder, settings)
+    planner = Planner(generator, selector, metrics=router_metrics, tracer=tracer)
     loop = AgentLoop(
         generator,
         tools,
         sessions,
+        planner,
         settings=LoopSettings(
             default_max_tool_rounds=config.max_tool_rounds,
             history_budget_tokens=config.history_budget_tokens,
             answer_max_tokens=config.answer_max_tokens,
             tool_timeout_s=config.tool_timeout_s,
+            answer_opening=config.answer_opening,
         ),
         metrics=router_metrics,
         tracer=tracer,
     )
     servicer = AgentServicer(loop, generator, sessions, max_output_tokens=config.max_output_tokens)
-    return Router(servicer, replicas, tools, generator, loop, router_metrics)
+    return Router(servicer, replicas, tools, generator, loop, router_metrics, embedder)
 
 
 async def serve(config: RouterConfig) -> None:

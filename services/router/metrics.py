@@ -1,4 +1,4 @@
-"""Router metrics: turns, steps, replica picks (and why), failovers, response-cache hits, TTFT."""
+"""Router metrics: turns, steps, tool selection, replica picks (and why), failovers, response-cache hits, TTFT."""
 
 from __future__ import annotations
 
@@ -64,3 +64,24 @@ class RouterMetrics:
             registry=reg,
         )
         self.prompt_tokens = Counter("router_prompt_tokens", "Prompt tokens sent.", namespace=ns, registry=reg)
+        self.tool_selection = Counter(
+            "router_tool_selections",
+            "Tool selections by method (embedding, llm, named) and outcome (tools, none, ambiguous).",
+            ["method", "outcome"],
+            namespace=ns,
+            registry=reg,
+        )
+        self.selection_seconds = Histogram(
+            "router_tool_selection_seconds",
+            "Time to score a message against the tool cards (embedding selector only).",
+            namespace=ns,
+            registry=reg,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.dropped_calls = Counter(
+            "router_dropped_calls",
+            "Planned calls dropped before running, by reason (unparseable, ungrounded).",
+            ["reason"],
+            namespace=ns,
+            registry=reg,
+        )

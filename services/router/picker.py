@@ -40,23 +40,23 @@ class Replica(Protocol):
     def load_score(self) -> int: ...
 
 
-def prefix_keys(messages: Sequence[tuple[str, str]]) -> list[bytes]:
-    """Chain hashes of a chat prompt, one per message: key i covers messages 0..i."""
+def prefix_keys(messages: Sequence[tuple[str, ...]]) -> list[bytes]:
+    """Chain hashes of a chat prompt, one per message (role, content, ...): key i covers messages 0..i."""
     keys: list[bytes] = []
     h = hashlib.sha256()
-    for role, content in messages:
-        h.update(role.encode() + b"\x00" + content.encode() + b"\x01")
+    for message in messages:
+        h.update("\x00".join(message).encode() + b"\x01")
         keys.append(h.copy().digest())
     return keys
 
 
-def placement_key(messages: Sequence[tuple[str, str]]) -> bytes:
+def placement_key(messages: Sequence[tuple[str, ...]]) -> bytes:
     """The chain key through the first non-system message (see module docstring)."""
     keys = prefix_keys(messages)
     if not keys:
         return b""
-    for i, (role, _) in enumerate(messages):
-        if role != "system":
+    for i, message in enumerate(messages):
+        if message[0] != "system":
             return keys[i]
     return keys[-1]
 

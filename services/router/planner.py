@@ -1,23 +1,23 @@
-"""The plan step: the model chooses tools, then fills in their arguments, both as constrained JSON.
+"""Planning prompts: the model chooses tools (LLM selection) and fills in their arguments, as constrained JSON.
 
-Planning is split in two small decisions because a small model makes small
-decisions far more reliably than one big one:
+Two small decisions, because a small model makes small decisions far more
+reliably than one big one:
 
-1. **choose** — ``{"tools": [...]}``, each item an enum of the registered tool
-   names (empty list: answer directly). Tool choice shapes the schema:
-   ``required`` sets ``minItems: 1``; a named tool skips this step; ``none``
-   skips planning altogether.
-2. **fill** — for each chosen tool, its arguments, constrained by that tool's
-   own JSON schema from ``ListTools``. The fills of one round run concurrently
-   (the replica batches them).
+1. **choose** — ``{"tools": [...]}``, each item an enum of the candidate tool
+   names (empty list: answer directly). Used by ``--tool-selection llm`` for
+   every message and by the embedding selector for its ambiguous band only.
+   ``required`` sets ``minItems: 1``.
+2. **fill** — for one chosen tool, its arguments, constrained by the tool's own
+   JSON schema from ``ListTools``. The fills of one round run concurrently (the
+   replica batches them).
 
-Both prompts are instructions plus worked examples (only for tools that
-exist), then the user's message. The examples are ordered by similarity to
-the message, most similar last: small models lean heavily on the nearest
-example (measured on the embedded SmolLM2-135M: with a fixed order it copied
-the last example's answer for almost every message), so the lean is pointed
-where it helps — dynamic few-shot selection. Larger models use the whole list
-either way. The instructions and tool list stay a fixed prefix.
+Every worked example comes from the tools themselves (``ToolSpec.examples``
+with arguments for fill; examples and near misses for choose), so a new tool
+needs no change here. The examples are ordered by similarity to the message,
+most similar last: small models lean heavily on the nearest example (measured
+on the embedded SmolLM2-135M: with a fixed order it copied the last example's
+answer for almost every message), so the lean is pointed where it helps —
+dynamic few-shot selection. Larger models use the whole list either way.
 """
 
 from __future__ import annotations
@@ -35,40 +35,10 @@ from services.router.prompt import Message
 log = logging.getLogger(__name__)
 
 MAX_CALLS_PER_ROUND = 3
-
-#: (message, tools it needs). Examples naming a tool that is not registered are left out.
-CHOOSE_EXAMPLES: list[tuple[str, list[str]]] = [
-    ("What is 12*9?", ["calculator"]),
-    ("What time is it in London?", ["clock"]),
-    ("Write a short poem about trees.", []),
-    ("Convert 5 km to miles.", ["unit_convert"]),
-    ("Hello! How are you?", []),
-    ("How much is 150 divided by 6?", ["calculator"]),
-    ("What is the current time in New York?", ["clock"]),
-    ("Tell me a story about a dragon.", []),
-    ("How does AgentMesh pick an inference replica?", ["kb_search"]),
-    ("What is the capital of Italy?", []),
-]
-
-#: Per tool: (message, arguments) examples for the fill step.
-FILL_EXAMPLES: dict[str, list[tuple[str, dict[str, Any]]]] = {
-    "calculator": [
-        ("What is 12*9?", {"expression": "12*9"}),
-        ("How much is 150 divided by 6?", {"expression": "150/6"}),
-        ("What is 7 plus 35?", {"expression": "7+35"}),
-    ],
-    "clock": [
-        ("What time is it in London?", {"timezone": "Europe/London"}),
-        ("What is the current time in New York?", {"timezone": "America/New_York"}),
-        ("What time is it in Paris?", {"timezone": "Europe/Paris"}),
-    ],
-    "unit_convert": [
-        ("Convert 5 km to miles.", {"value": 5, "from_unit": "km", "to_unit": "mi"}),
-        ("How many pounds is 3 kg?", {"value": 3, "from_unit": "kg", "to_unit": "lb"}),
-    ],
-    "kb_search": [("How does AgentMesh pick an inference replica?", {"query": "pick inference replica"})],
-    "http_get": [("Fetch https://example.com/status", {"url": "https://example.com/status"})],
-}
+#: Worked examples per prompt: enough to show the shape, few enough to keep the prompt short.
+FILL_EXAMPLES = 6
+CHOOSE_EXAMPLES_PER_TOOL = 2
+CHOOSE_NEGATIVES = 4
 
 
 _WORD = re.compile(r"[a-z]+|[0-9]+(?:\.[0-9]+)?|[-+*/^%]")
@@ -113,88 +83,70 @@ class PlannedCall:
         return json.dumps(self.arguments, sort_keys=True, separators=(",", ":"))
 
 
-def choose_schema(tools: Sequence[common_pb2.ToolSpec], mode: str) -> dict[str, Any]:
-    """JSON schema of step 1 under a tool-choice mode (auto or required)."""
-    names = [t.name for t in tools]
-    calls: dict[str, Any] = {"type": "array", "items": {"enum": names}, "maxItems": MAX_CALLS_PER_ROUND}
+def choose_schema(candidates: Sequence[str], mode: str) -> dict[str, Any]:
+    """JSON schema of the choose step over ``candidates`` under a tool-choice mode (auto or required)."""
+    calls: dict[str, Any] = {"type": "array", "items": {"enum": list(candidates)}, "maxItems": MAX_CALLS_PER_ROUND}
     if mode == "required":
         calls["minItems"] = 1
     return {"type": "object", "properties": {"tools": calls}, "required": ["tools"], "additionalProperties": False}
 
 
 def choose_messages(
-    tools: Sequence[common_pb2.ToolSpec], user_message: str, previous_results: Message | None = None
+    tools: Sequence[common_pb2.ToolSpec], user_message: str, previous_results: str | None = None
 ) -> list[Message]:
-    names = {t.name for t in tools}
     system = (
         "Decide which tools are needed to answer the user's message. Tools:\n"
         + "\n".join(f"- {t.name}: {t.description}" for t in tools)
         + '\nReply with JSON: {"tools": [...]}. Use an empty list when no tool is needed '
         "(writing, greetings, opinions, general knowledge)."
     )
-    messages: list[Message] = [("system", system)]
-    usable = [(q, needed) for q, needed in CHOOSE_EXAMPLES if all(n in names for n in needed)]
-    for question, needed in by_similarity(user_message, usable):
-        messages.append(("user", question))
-        messages.append(("assistant", json.dumps({"tools": needed})))
-    messages.append(("user", user_message))
+    examples: list[tuple[str, list[str]]] = []
+    for tool in tools:
+        mine = [(e.text, [tool.name]) for e in tool.examples]
+        examples += by_similarity(user_message, mine)[-CHOOSE_EXAMPLES_PER_TOOL:]
+    negatives = [(n, list[str]()) for t in tools for n in t.negative_examples]
+    examples += by_similarity(user_message, negatives)[-CHOOSE_NEGATIVES:]
+    messages: list[Message] = [Message("system", system)]
+    for question, needed in by_similarity(user_message, examples):
+        messages.append(Message("user", question))
+        messages.append(Message("assistant", json.dumps({"tools": needed})))
+    messages.append(Message("user", user_message))
     if previous_results is not None:
-        messages.append(("system", previous_results[1] + "\nIf these results answer the message, choose no tool."))
+        messages.append(Message("user", previous_results + "\nIf these results answer my message, choose no tool."))
     return messages
 
 
-def fill_messages(tool: common_pb2.ToolSpec, user_message: str) -> list[Message]:
+def fill_messages(tool: common_pb2.ToolSpec, user_message: str, context: str = "") -> list[Message]:
+    """The fill prompt of ``tool`` for ``user_message``; ``context`` (e.g. the previous answer) when it refers back."""
     schema = json.loads(tool.parameters_json_schema)
     params = ", ".join(f"{k} ({v.get('type', 'any')})" for k, v in schema.get("properties", {}).items())
     system = (
         f"Write the arguments of the {tool.name} tool ({tool.description}) for the user's message, as JSON. "
         f"Arguments: {params}."
     )
-    messages: list[Message] = [("system", system)]
-    for question, args in by_similarity(user_message, FILL_EXAMPLES.get(tool.name, [])):
-        messages.append(("user", question))
-        messages.append(("assistant", json.dumps(args)))
-    messages.append(("user", user_message))
+    if context:
+        system += " When the message refers to an earlier result, use the number from the earlier conversation."
+    worked = [(e.text, json.loads(e.arguments_json)) for e in tool.examples if e.arguments_json]
+    messages: list[Message] = [Message("system", system)]
+    for question, args in by_similarity(user_message, worked)[-FILL_EXAMPLES:]:
+        messages.append(Message("user", question))
+        messages.append(Message("assistant", json.dumps(args)))
+    message = f"Earlier: {context}\nNow: {user_message}" if context else user_message
+    messages.append(Message("user", message))
     return messages
 
 
-def parse_choice(text: str, tools: Sequence[common_pb2.ToolSpec]) -> list[str]:
-    """Tool names from step 1; unparseable output (e.g. cut off) chooses nothing."""
+def parse_choice(text: str, candidates: Sequence[str]) -> list[str]:
+    """Tool names from the choose step; unparseable output (e.g. cut off) chooses nothing."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         log.warning("unparseable tool choice: %r", text[:200])
         return []
-    names = {t.name for t in tools}
+    names = set(candidates)
     chosen = data.get("tools", []) if isinstance(data, dict) else []
     unique = list(dict.fromkeys(n for n in chosen if isinstance(n, str) and n in names))
     return unique[:MAX_CALLS_PER_ROUND]
-
-
-_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
-
-
-def _numbers(value: Any) -> set[float]:
-    if isinstance(value, bool):
-        return set()
-    if isinstance(value, (int, float)):
-        return {float(value)}
-    if isinstance(value, str):
-        return {float(n) for n in _NUMBER.findall(value)}
-    if isinstance(value, dict):
-        return set().union(*(_numbers(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_numbers(v) for v in value)) if value else set()
-    return set()
-
-
-def grounded(call: PlannedCall, user_message: str) -> bool:
-    """False when the arguments carry a number the user never wrote: the model made it up.
-
-    A small model asked to fill arguments for a tool the message does not need
-    tends to invent values (10.0, 10000001); an invented number is never right.
-    """
-    return _numbers(call.arguments) <= {abs(n) for n in _numbers(user_message)} | _numbers(user_message)
 
 
 def parse_arguments(text: str) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from services.router.agent_loop import MODES, AgentLoop, TurnRequest
 from services.router.generation import GenerationSpec, Generator
-from services.router.prompt import DEFAULT_SYSTEM_PROMPT
+from services.router.prompt import DEFAULT_SYSTEM_PROMPT, Message
 from services.router.sessions import SessionStore
 from services.runtime.context import current_request_id
 from services.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
@@ -184,7 +184,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         sampling.CopyFrom(request.sampling)
         if not sampling.HasField("temperature"):
             sampling.temperature = 0.0
-        messages = [("system", request.system_prompt or DEFAULT_SYSTEM_PROMPT), ("user", request.prompt)]
+        messages = [Message("system", request.system_prompt or DEFAULT_SYSTEM_PROMPT), Message("user", request.prompt)]
         spec = GenerationSpec(messages, sampling, request.priority or common_pb2.PRIORITY_P1)
         async for event in self._generator.stream(spec):
             if event.text:

@@ -43,6 +43,7 @@ def outcome_to_proto(outcome: CallOutcome) -> tools_pb2.ToolResult:
         latency=duration(outcome.latency_s),
         cached=outcome.cached,
         attempts=outcome.attempts,
+        summary=outcome.summary,
     )
 
 
@@ -57,4 +58,12 @@ def spec_to_proto(tool: ToolDefinition) -> common_pb2.ToolSpec:
         cache_ttl=duration(tool.cache_ttl_s),
         max_concurrency=tool.max_concurrency,
         max_attempts=tool.attempts,
+        examples=[
+            common_pb2.ToolExample(
+                text=e.text,
+                arguments_json=json.dumps(e.arguments, sort_keys=True) if e.arguments is not None else "",
+            )
+            for e in tool.examples
+        ],
+        negative_examples=list(tool.negative_examples),
     )

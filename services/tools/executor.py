@@ -67,6 +67,7 @@ class CallOutcome:
     latency_s: float = 0.0
     cached: bool = False
     attempts: int = 0
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,10 @@ class ToolExecutor:
             if self._metrics is not None:
                 self._metrics.record_cache(tool.name, level)
             if cached is not None:
-                return self._outcome(request, start, CallStatus.OK, output=cached.decode(), cached=True)
+                output = cached.decode()
+                return self._outcome(
+                    request, start, CallStatus.OK, output=output, cached=True, summary=_summary(tool, output)
+                )
 
         breaker = self.breakers[tool.name]
         if not breaker.allow():
@@ -234,7 +238,9 @@ class ToolExecutor:
                 breaker.record_success()
                 if cache_key_ is not None and self._cache is not None:
                     await self._cache.set(cache_key_, output.encode(), tool.cache_ttl_s)
-                return self._outcome(request, start, CallStatus.OK, output=output, attempts=attempt)
+                return self._outcome(
+                    request, start, CallStatus.OK, output=output, attempts=attempt, summary=_summary(tool, output)
+                )
             if attempt < tool.attempts:
                 if not breaker.allow():
                     break
@@ -258,6 +264,7 @@ class ToolExecutor:
         field: str = "",
         cached: bool = False,
         attempts: int = 0,
+        summary: str = "",
     ) -> CallOutcome:
         return CallOutcome(
             call_id=request.call_id,
@@ -269,6 +276,7 @@ class ToolExecutor:
             latency_s=time.perf_counter() - start,
             cached=cached,
             attempts=attempts,
+            summary=summary,
         )
 
     def _record(self, outcome: CallOutcome) -> CallOutcome:
@@ -278,3 +286,14 @@ class ToolExecutor:
             if outcome.status is not CallStatus.OK:
                 self._metrics.errors.labels(outcome.tool_name, outcome.status.value).inc()
         return outcome
+
+
+def _summary(tool: ToolDefinition, output_json: str) -> str:
+    """The tool's one-sentence statement of its output; a summarizer bug costs the sentence, not the call."""
+    if tool.summarize is None:
+        return ""
+    try:
+        return tool.summarize(json.loads(output_json))
+    except Exception:
+        log.exception("summarizer of tool %s failed", tool.name)
+        return ""

@@ -5,6 +5,15 @@ policy: timeout, attempts (retries only if idempotent), bulkhead size, cache
 TTL and version. Each tool's argument schema is compiled to a validator once,
 when it is registered, never per call.
 
+A tool also says how people ask for it: ``examples`` (requests that need it,
+optionally with their arguments) and ``negative_examples`` (near misses that
+need no tool, or another one). They travel in ``ToolSpec`` through ListTools:
+the router's tool selector embeds them and its argument filler uses the
+examples with arguments as worked examples, so a new tool is one file here and
+no router change. ``summarize`` turns an output into one plain sentence
+("23*47 = 1081.") that the router's answer opens with, so the stated result is
+the tool's, not the model's paraphrase of it.
+
 Errors a tool raises on purpose: ``ToolError`` (a failure the agent should read,
 e.g. "division by zero"); anything else is a bug in the tool, reported to the
 agent as a generic failure and logged.
@@ -19,10 +28,19 @@ from typing import Any
 import jsonschema
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[Any]]
+Summarizer = Callable[[Any], str]
 
 
 class ToolError(Exception):
     """A failure the agent should see verbatim (bad expression, unknown unit...)."""
+
+
+@dataclass(frozen=True)
+class ToolExample:
+    """A request that needs the tool; ``arguments`` (when given) are what the tool should be called with."""
+
+    text: str
+    arguments: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -37,11 +55,22 @@ class ToolDefinition:
     max_concurrency: int = 16
     cache_ttl_s: float = 0.0
     version: str = "1"
+    examples: tuple[ToolExample, ...] = ()
+    negative_examples: tuple[str, ...] = ()
+    summarize: Summarizer | None = field(default=None, repr=False, compare=False)
     validator: jsonschema.protocols.Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         jsonschema.Draft202012Validator.check_schema(self.parameters)
         object.__setattr__(self, "validator", jsonschema.Draft202012Validator(self.parameters))
+        for example in self.examples:
+            if example.arguments is not None:
+                problem = ToolRegistry.check_arguments(self, example.arguments)
+                if problem is not None:
+                    raise ValueError(
+                        f"tool {self.name!r}: example {example.text!r} has invalid arguments at"
+                        f" {problem.pointer or '/'}: {problem.message}"
+                    )
 
     @property
     def attempts(self) -> int:

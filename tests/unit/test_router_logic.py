@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from services.router.grounding import ungrounded
 from services.router.picker import (
     LeastLoadedPicker,
     ReplicaPicker,
@@ -12,8 +13,8 @@ from services.router.picker import (
     placement_key,
     rendezvous_order,
 )
-from services.router.planner import PlannedCall, by_similarity, choose_schema, grounded, parse_choice
-from services.router.prompt import PastTurn, history_messages
+from services.router.planner import by_similarity, choose_schema, fill_messages, parse_choice
+from services.router.prompt import Message, PastTurn, history_messages
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
 
@@ -107,20 +108,33 @@ def test_baseline_pickers() -> None:
 def test_history_keeps_recent_turns_within_budget() -> None:
     turns = [PastTurn(f"question {i} " + "x" * 200, f"answer {i} " + "y" * 200) for i in range(10)]
     kept = history_messages(turns, budget_tokens=400)
-    assert kept[0] == ("system", "(7 earlier turns of this conversation omitted.)")
+    assert kept[0] == Message("system", "(7 earlier turns of this conversation omitted.)")
     assert [m[1].split()[1] for m in kept[1:]] == ["7", "7", "8", "8", "9", "9"]
     assert history_messages(turns[:2], budget_tokens=10_000)[0][0] == "user"
 
 
 def test_plan_helpers() -> None:
     specs = [spec_to_proto(t) for t in default_tools()]
-    schema = choose_schema(specs, "required")
+    names = [t.name for t in specs]
+    schema = choose_schema(names, "required")
     assert schema["properties"]["tools"]["minItems"] == 1
-    assert set(schema["properties"]["tools"]["items"]["enum"]) == {t.name for t in specs}
-    assert parse_choice('{"tools": ["calculator", "nope", "calculator"]}', specs) == ["calculator"]
-    assert parse_choice('{"tools": [', specs) == []
-    assert grounded(PlannedCall("calculator", {"expression": "23*47"}), "What is 23*47?")
-    assert not grounded(PlannedCall("unit_convert", {"value": 10.0, "from_unit": "a"}), "What is my name?")
+    assert set(schema["properties"]["tools"]["items"]["enum"]) == set(names)
+    assert parse_choice('{"tools": ["calculator", "nope", "calculator"]}', names) == ["calculator"]
+    assert parse_choice('{"tools": ["clock"]}', ["calculator"]) == []
+    assert parse_choice('{"tools": [', names) == []
+    assert ungrounded({"expression": "23*47"}, "What is 23*47?") == []
+    assert ungrounded({"value": 10.0, "from_unit": "a"}, "What is my name?") == [10.0]
     examples = [("What is 12*9?", 1), ("What time is it in London?", 2), ("Write a poem.", 3)]
     assert by_similarity("What is 23*47?", examples)[-1][1] == 1
     assert by_similarity("what time is it in Tokyo", examples)[-1][1] == 2
+
+
+def test_fill_prompt_takes_its_worked_examples_from_the_tool_spec() -> None:
+    calculator = next(spec_to_proto(t) for t in default_tools() if t.name == "calculator")
+    messages = fill_messages(calculator, "What is 23*47?")
+    shots = [m for m in messages[1:-1] if m.role == "assistant"]
+    assert shots and all(m.content.startswith("{") for m in shots)
+    assert {m.content for m in messages[1:-1] if m.role == "user"} <= {e.text for e in calculator.examples}
+    assert messages[-1] == Message("user", "What is 23*47?")
+    with_context = fill_messages(calculator, "Now add 6 to that result.", context="12*12 = 144.")
+    assert with_context[-1].content == "Earlier: 12*12 = 144.\nNow: Now add 6 to that result."

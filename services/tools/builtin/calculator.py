@@ -5,6 +5,26 @@ Numbers, + - * / // % **, unary +/-, parentheses, and a few functions
 (pi, e). Names, attributes, calls to anything else, subscripts, strings and
 comprehensions are rejected with a clear message. Exponents and results are
 bounded so "9**9**9" cannot eat the CPU.
+
+Before parsing, the way people (and small models) write arithmetic is
+rewritten into Python, so "2^10", "15% of 80" and "1,234 × 2" work:
+
+- ``^`` is power (never XOR), ``×``/``·`` multiply, ``÷`` divides, ``−`` is minus.
+- ``%`` right after a number is a **percent sign** when what follows it is
+  not an operand: the end, ``)``, ``,``, an operator (``+ - * / ^ %``) or
+  the word ``of``. Then ``N%`` means ``(N/100)`` and ``N% of X`` means
+  ``(N/100)*X``: "15%*80" = "15% of 80" = 12. Otherwise ``%`` is modulo:
+  "7 % 3" = 1. So a modulo by a negative number needs parentheses,
+  "7 % (-3)", and "80 + 15%" is 80.15 (a percent is just a number; write
+  "80 + 15% of 80" for the shop-till meaning).
+- Commas inside numbers ("1,234,567") are thousands separators only when the
+  expression calls no function; with a call ("max(1,234)") every comma
+  separates arguments, because there the two readings really do collide.
+
+Results are rounded to 15 significant digits, so float noise ("0.1+0.2")
+never reaches the user, and a float that is a whole number comes back as an
+int. ``summarize`` states "<expression> = <result>." with at most 10
+significant digits.
 """
 
 from __future__ import annotations
@@ -12,10 +32,11 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
-from services.tools.registry import ToolDefinition, ToolError
+from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 MAX_EXPRESSION = 500
 MAX_EXPONENT = 1000
@@ -91,18 +112,55 @@ def _eval(node: ast.AST) -> Any:
     raise ToolError(f"{type(node).__name__} is not allowed in an arithmetic expression")
 
 
+_SYMBOLS = str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "^": "**"})
+_CALL = re.compile(r"[A-Za-z_]\w*\s*\(")
+_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,])")
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_PERCENT = re.compile(rf"(?<![\w.])({_NUMBER})\s*%(?=\s*(?:of\b|[-+*/%),]|$))(\s*of\b)?")
+
+
+def normalize(expression: str) -> str:
+    """Rewrite everyday notation into Python arithmetic (the rules are in the module docstring)."""
+    text = expression.strip().translate(_SYMBOLS)
+    if not _CALL.search(text):
+        text = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), text)
+    return _PERCENT.sub(lambda m: f"({m.group(1)}/100)" + ("*" if m.group(2) else ""), text)
+
+
 def evaluate(expression: str) -> int | float:
     """Evaluate an arithmetic expression safely (see module docstring)."""
     if len(expression) > MAX_EXPRESSION:
         raise ToolError(f"the expression is longer than {MAX_EXPRESSION} characters")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        tree = ast.parse(normalize(expression), mode="eval")
     except SyntaxError as exc:
         raise ToolError(f"not a valid expression: {exc.msg}") from None
     value = _eval(tree)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
+    if isinstance(value, float):
+        value = float(f"{value:.15g}")
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
     return value  # type: ignore[no-any-return]
+
+
+def format_number(value: float) -> str:
+    """A result as people write it: ints whole, floats to 10 significant digits without trailing zeros."""
+    if isinstance(value, int):
+        return str(value)
+    rounded = float(f"{value:.10g}")
+    if rounded.is_integer() and abs(rounded) < 1e15:
+        return str(int(rounded))
+    return repr(rounded)
+
+
+def summarize(output: Any) -> str:
+    """'23*47 = 1081.' from the tool's output; empty when the output is not the calculator's."""
+    if not isinstance(output, dict):
+        return ""
+    expression, result = output.get("expression"), output.get("result")
+    if not isinstance(expression, str) or isinstance(result, bool) or not isinstance(result, (int, float)):
+        return ""
+    return f"{expression.strip()} = {format_number(result)}."
 
 
 async def calculator(args: dict[str, Any]) -> dict[str, Any]:
@@ -110,9 +168,58 @@ async def calculator(args: dict[str, Any]) -> dict[str, Any]:
     return {"expression": expression, "result": evaluate(expression)}
 
 
+def _ex(text: str, expression: str | None = None) -> ToolExample:
+    return ToolExample(text, None if expression is None else {"expression": expression})
+
+
+# Derived numbers ("half of 10" is 10/2) and follow-ups ("that result") are here on purpose:
+# they are what a small model gets wrong; follow-ups carry no arguments because those
+# depend on the conversation, not on the message.
+EXAMPLES = (
+    _ex("What is 23*47?", "23*47"),
+    _ex("whats 9876 minus 1234", "9876-1234"),
+    _ex("Can you multiply 56 by 12 for me?", "56*12"),
+    _ex("How much is 150 divided by 6?", "150/6"),
+    _ex("add 17.5 and 4.25", "17.5+4.25"),
+    _ex("calculate (12 + 8) * 3", "(12+8)*3"),
+    _ex("What's half of 10?", "10/2"),
+    _ex("What's 15% of 80?", "15% of 80"),
+    _ex("what is 7 percent of 250", "7% of 250"),
+    _ex("How much is a $60 jacket with 20% off?", "60-20% of 60"),
+    _ex("How many minutes are in 3 hours?", "3*60"),
+    _ex("how many seconds in a day", "24*60*60"),
+    _ex("2 to the power of 10", "2**10"),
+    _ex("what is 2^16", "2^16"),
+    _ex("What is the square root of 144?", "sqrt(144)"),
+    _ex("Compute 3 squared plus 4 squared.", "3**2+4**2"),
+    _ex("What's the remainder when 17 is divided by 5?", "17 % 5"),
+    _ex("If I buy 3 notebooks at $4.50 each, how much do I spend?", "3*4.50"),
+    _ex("I had 120 apples and gave away 45. How many are left?", "120-45"),
+    _ex("Split an $84 bill between 4 people", "84/4"),
+    _ex("What's the average of 12 and 20?", "(12+20)/2"),
+    _ex("round 3.14159 to 2 decimal places", "round(3.14159, 2)"),
+    _ex("What's 1,250 times 4?", "1,250*4"),
+    _ex("Now add 6 to that result."),
+    _ex("multiply that by 3"),
+)
+
+NEGATIVE_EXAMPLES = (
+    "Explain what multiplication is",
+    "Who invented algebra?",
+    "Write a poem about numbers",
+    "Why is dividing by zero undefined?",
+    "Teach me how long division works",
+    "What's your favourite number?",
+    "Tell me a fun fact about prime numbers",
+    "What is the history of the number zero?",
+    "Is 7 a lucky number?",
+    "Convert 5 km to miles",
+    "What time is it in Tokyo?",
+)
+
 TOOL = ToolDefinition(
     name="calculator",
-    description="Evaluate an arithmetic expression, e.g. '23*47' or 'sqrt(2)*(3+4)'.",
+    description="Evaluate an arithmetic expression, e.g. '23*47', '15% of 80' or 'sqrt(2)*(3+4)'.",
     parameters={
         "type": "object",
         "properties": {"expression": {"type": "string", "minLength": 1, "maxLength": MAX_EXPRESSION}},
@@ -122,4 +229,7 @@ TOOL = ToolDefinition(
     fn=calculator,
     timeout_s=1.0,
     cache_ttl_s=3600.0,
+    examples=EXAMPLES,
+    negative_examples=NEGATIVE_EXAMPLES,
+    summarize=summarize,
 )

@@ -30,7 +30,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from services.tools.registry import ToolDefinition, ToolError
+from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -105,6 +105,59 @@ def check_url(url: str, allowlist: Allowlist) -> str:
     return url
 
 
+def summarize(output: Any) -> str:
+    """'GET <url> returned HTTP <status>.' (the URL after redirects); empty when the output is not ours."""
+    if not isinstance(output, dict):
+        return ""
+    url, status = output.get("url"), output.get("status")
+    if not isinstance(url, str) or not url or isinstance(status, bool) or not isinstance(status, int):
+        return ""
+    return f"GET {url} returned HTTP {status}."
+
+
+def _ex(text: str, url: str) -> ToolExample:
+    return ToolExample(text, {"url": url})
+
+
+EXAMPLES = (
+    _ex("Fetch https://example.com/status", "https://example.com/status"),
+    _ex("GET http://127.0.0.1:8080/healthz", "http://127.0.0.1:8080/healthz"),
+    _ex("Can you check https://status.example.com and tell me if it's up?", "https://status.example.com"),
+    _ex("download https://docs.example.com/guide.html", "https://docs.example.com/guide.html"),
+    _ex("What does https://api.example.com/v1/items return?", "https://api.example.com/v1/items"),
+    _ex("Please retrieve the page at https://example.org/", "https://example.org/"),
+    _ex("grab the JSON from https://api.example.com/users/42", "https://api.example.com/users/42"),
+    _ex("fetch http://localhost:9153/metrics", "http://localhost:9153/metrics"),
+    _ex("Show me what's at http://10.0.0.5/status", "http://10.0.0.5/status"),
+    _ex("Check the status page https://status.example.net", "https://status.example.net"),
+    _ex("open https://example.com/robots.txt and show me what it says", "https://example.com/robots.txt"),
+    _ex("Make a GET request to https://httpbin.org/get", "https://httpbin.org/get"),
+    _ex("Hit https://api.example.com/ping and tell me the response", "https://api.example.com/ping"),
+    _ex("curl https://example.com/api/health", "https://example.com/api/health"),
+    _ex("Is http://127.0.0.1:9152/metrics responding?", "http://127.0.0.1:9152/metrics"),
+    _ex("what's on example.com/about", "https://example.com/about"),
+    _ex("Read me the text of https://example.com/news/today", "https://example.com/news/today"),
+    _ex(
+        "Download the README from https://raw.githubusercontent.com/owner/repo/main/README.md",
+        "https://raw.githubusercontent.com/owner/repo/main/README.md",
+    ),
+)
+
+NEGATIVE_EXAMPLES = (
+    "What is HTTP?",
+    "Explain what a URL is",
+    "What's the difference between GET and POST?",
+    "What does a 404 error mean?",
+    "How do I build a website?",
+    "Why do websites go down?",
+    "How does DNS work?",
+    "What is SSRF?",
+    "Recommend a good web browser",
+    "Write an email to my landlord",
+    "What port does the AgentMesh gateway listen on?",
+)
+
+
 def make_tool(
     allowlist: Sequence[str] = (),
     *,
@@ -149,4 +202,7 @@ def make_tool(
         timeout_s=timeout_s,
         cache_ttl_s=60.0,
         max_concurrency=8,
+        examples=EXAMPLES,
+        negative_examples=NEGATIVE_EXAMPLES,
+        summarize=summarize,
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.tools.registry import ToolDefinition
+from services.tools.registry import ToolDefinition, ToolExample
 
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 WORD = re.compile(r"[a-z0-9]+")
@@ -22,6 +22,8 @@ STOP = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "how", "in", "is", "it", "of", "on",
      "or", "that", "the", "this", "to", "what", "when", "where", "which", "with"]
 )  # fmt: skip
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(])")
+MAX_SUMMARY_SENTENCE = 300
 
 
 def words(text: str) -> list[str]:
@@ -80,6 +82,80 @@ class Bm25Index:
         return scored[:top_k]
 
 
+def best_sentence(text: str, query: str) -> str:
+    """The sentence of ``text`` sharing most words with ``query`` (the first on a tie), on one line, capped.
+
+    The best section's first sentence is often about something else (a section
+    covers several services); the sentence the query's words are in is the one
+    that answers it.
+    """
+    sentences = _SENTENCE_END.split(" ".join(text.split()))
+    terms = set(words(query))
+    sentence = max(sentences, key=lambda s: len(terms.intersection(words(s))))
+    if len(sentence) > MAX_SUMMARY_SENTENCE:
+        sentence = sentence[: MAX_SUMMARY_SENTENCE - 1].rstrip() + "…"
+    return sentence
+
+
+def summarize(output: Any) -> str:
+    """The best section's title and its sentence nearest the query; empty when nothing was found (or not ours)."""
+    results = output.get("results") if isinstance(output, dict) else None
+    if not isinstance(results, list) or not results or not isinstance(results[0], dict):
+        return ""
+    title, text = results[0].get("title"), results[0].get("text")
+    if not isinstance(title, str) or not isinstance(text, str) or not text.strip():
+        return ""
+    query = output.get("query")
+    return f'The AgentMesh docs say, under "{title}": {best_sentence(text, query if isinstance(query, str) else "")}'
+
+
+def _ex(text: str, query: str) -> ToolExample:
+    return ToolExample(text, {"query": query})
+
+
+# Questions about AgentMesh itself, answered from its own docs; the queries are the few words that matter.
+EXAMPLES = (
+    _ex("How does AgentMesh pick an inference replica?", "pick inference replica"),
+    _ex("What port does the AgentMesh gateway listen on?", "gateway port"),
+    _ex("which ports do the agentmesh services use", "service ports"),
+    _ex("How are rate limits enforced in AgentMesh?", "rate limits tenant"),
+    _ex("does agentmesh cache prompt prefixes?", "prefix caching"),
+    _ex("How big is a KV cache block on CPU in AgentMesh?", "KV cache block size CPU"),
+    _ex("What happens when AgentMesh is overloaded?", "overload shedding priority"),
+    _ex("What priority classes does the AgentMesh gateway support?", "priority classes"),
+    _ex("How do sessions work in AgentMesh?", "sessions"),
+    _ex("What does the AgentMesh tool executor do when a tool times out?", "tool executor timeout retries"),
+    _ex("Is there a circuit breaker in the tool executor?", "tool executor circuit breaker"),
+    _ex("Which tools are built into AgentMesh?", "built-in tools"),
+    _ex("Does the http_get tool protect against SSRF?", "http_get SSRF allowlist"),
+    _ex("How does the AgentMesh router decide which tools to call?", "router plan tool calls"),
+    _ex("how do I deploy agentmesh on kubernetes", "deploy kubernetes"),
+    _ex("Which metrics does AgentMesh export, and where?", "prometheus metrics port"),
+    _ex("How does AgentMesh handle deadlines across service hops?", "deadlines timeout hops"),
+    _ex("What happens to the work when an AgentMesh client cancels?", "client cancels"),
+    _ex("How does authentication work at the AgentMesh gateway?", "gateway API key auth"),
+    _ex("What does the AgentMesh gateway do?", "gateway"),
+    _ex("give me an overview of the agentmesh architecture", "overview services"),
+    _ex("How does AgentMesh stream answer tokens back to the client?", "Converse stream tokens"),
+)
+
+NEGATIVE_EXAMPLES = (
+    "What is the capital of France?",
+    "Explain what a neural network is",
+    "What is Kubernetes?",
+    "How does gRPC work in general?",
+    "What is a load balancer?",
+    "Explain what caching is",
+    "Who wrote Hamlet?",
+    "Write a haiku about the ocean",
+    "How do I bake sourdough bread?",
+    "Tell me a joke",
+    "What's 12 times 8?",
+    "What time is it in Berlin?",
+    "Fetch https://example.com/status",
+)
+
+
 def make_tool(folder: Path = KB_DIR) -> ToolDefinition:
     index = Bm25Index(load_sections(folder))
 
@@ -108,4 +184,7 @@ def make_tool(folder: Path = KB_DIR) -> ToolDefinition:
         fn=kb_search,
         timeout_s=2.0,
         cache_ttl_s=600.0,
+        examples=EXAMPLES,
+        negative_examples=NEGATIVE_EXAMPLES,
+        summarize=summarize,
     )

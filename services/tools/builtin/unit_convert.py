@@ -1,73 +1,180 @@
-"""unit_convert: common length, mass, volume and temperature units."""
+"""unit_convert: length, mass, volume, temperature, speed and area units, under many spellings.
+
+Each unit has one canonical name (``km``, ``lb``, ``fl oz``, ``C``, ``km/h``,
+``m2``) and aliases: full names, abbreviations, symbols (``°F``, ``℃``,
+``ft²``) and plurals (an alias ending in a letter also matches with an "s").
+Lookup ignores case, dots and extra spaces, and a leading "degrees"/"deg"/"°"
+("degrees celsius", "deg F", "°C"). US customary volumes (cup, pint, quart,
+gallon, fl oz) are the US ones; the imperial ones are ``imp pt`` and ``imp gal``.
+"ton" alone is refused as ambiguous (metric, US or UK) rather than guessed.
+
+Every unit converts by a factor to its dimension's base unit (metre, kilogram,
+litre, kelvin, metre per second, square metre); temperatures also carry an
+offset, K = (value + offset) * factor. Errors are ``ToolError``s the agent can
+act on: an unknown unit names the supported ones, and converting between
+dimensions says which two met.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 from typing import Any
 
-from services.tools.registry import ToolDefinition, ToolError
-
-# Factor to the base unit of each dimension (metre, kilogram, litre).
-LINEAR: dict[str, tuple[str, float]] = {
-    "mm": ("length", 0.001), "cm": ("length", 0.01), "m": ("length", 1.0), "km": ("length", 1000.0),
-    "in": ("length", 0.0254), "ft": ("length", 0.3048), "yd": ("length", 0.9144),
-    "mi": ("length", 1609.344),
-    "mg": ("mass", 1e-6), "g": ("mass", 0.001), "kg": ("mass", 1.0), "t": ("mass", 1000.0),
-    "oz": ("mass", 0.028349523125), "lb": ("mass", 0.45359237),
-    "ml": ("volume", 0.001), "l": ("volume", 1.0), "m3": ("volume", 1000.0),
-    "tsp": ("volume", 0.00492892159375), "tbsp": ("volume", 0.01478676478125),
-    "cup": ("volume", 0.2365882365),
-    "pt": ("volume", 0.473176473), "qt": ("volume", 0.946352946), "gal": ("volume", 3.785411784),
-}  # fmt: skip
-ALIASES = {
-    "meter": "m", "meters": "m", "metre": "m", "metres": "m", "kilometer": "km", "kilometers": "km",
-    "centimeter": "cm", "centimeters": "cm", "millimeter": "mm", "millimeters": "mm", "inch": "in",
-    "inches": "in", "foot": "ft", "feet": "ft", "yard": "yd", "yards": "yd", "mile": "mi", "miles": "mi",
-    "gram": "g", "grams": "g", "kilogram": "kg", "kilograms": "kg", "pound": "lb", "pounds": "lb",
-    "lbs": "lb", "ounce": "oz", "ounces": "oz", "tonne": "t", "tonnes": "t", "liter": "l", "liters": "l",
-    "litre": "l", "litres": "l", "milliliter": "ml", "milliliters": "ml", "gallon": "gal", "gallons": "gal",
-    "c": "celsius", "°c": "celsius", "f": "fahrenheit", "°f": "fahrenheit", "k": "kelvin",
-}  # fmt: skip
-TEMPERATURE = {"celsius", "fahrenheit", "kelvin"}
+from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 
-def _unit(name: str) -> str:
-    key = name.strip().lower()
-    key = ALIASES.get(key, key)
-    if key not in LINEAR and key not in TEMPERATURE:
-        raise ToolError(f"unknown unit {name!r}")
-    return key
+@dataclass(frozen=True)
+class Unit:
+    """A unit: its canonical name, dimension, and how to get to the dimension's base unit."""
+
+    name: str
+    dimension: str
+    factor: float
+    aliases: str = ""  # "|"-separated
+    offset: float = 0.0
+
+    def to_base(self, value: float) -> float:
+        return (value + self.offset) * self.factor
+
+    def from_base(self, value: float) -> float:
+        return value / self.factor - self.offset
 
 
-def _to_kelvin(value: float, unit: str) -> float:
-    if unit == "celsius":
-        return value + 273.15
-    if unit == "fahrenheit":
-        return (value - 32) * 5 / 9 + 273.15
-    return value
+UNITS = (
+    Unit("mm", "length", 0.001, "millimeter|millimetre"),
+    Unit("cm", "length", 0.01, "centimeter|centimetre"),
+    Unit("m", "length", 1.0, "meter|metre"),
+    Unit("km", "length", 1000.0, "kilometer|kilometre|klick"),
+    Unit("in", "length", 0.0254, "inch|inches|″"),
+    Unit("ft", "length", 0.3048, "foot|feet|′"),
+    Unit("yd", "length", 0.9144, "yard"),
+    Unit("mi", "length", 1609.344, "mile|statute mile"),
+    Unit("nmi", "length", 1852.0, "nautical mile|naut mi"),
+    Unit("nm", "length", 1e-9, "nanometer|nanometre"),
+    Unit("um", "length", 1e-6, "µm|μm|micrometer|micrometre|micron"),
+    Unit("mg", "mass", 1e-6, "milligram|milligramme"),
+    Unit("g", "mass", 0.001, "gram|gramme|gm"),
+    Unit("kg", "mass", 1.0, "kilogram|kilogramme|kilo"),
+    Unit("t", "mass", 1000.0, "tonne|metric ton|metric tonne"),
+    Unit("oz", "mass", 0.028349523125, "ounce"),
+    Unit("lb", "mass", 0.45359237, "pound|lbs"),
+    Unit("st", "mass", 6.35029318, "stone"),
+    Unit("short ton", "mass", 907.18474, "us ton"),
+    Unit("long ton", "mass", 1016.0469088, "imperial ton|uk ton"),
+    Unit("ml", "volume", 0.001, "milliliter|millilitre|cc|cm3|cm³|cubic centimeter|cubic centimetre"),
+    Unit("cl", "volume", 0.01, "centiliter|centilitre"),
+    Unit("dl", "volume", 0.1, "deciliter|decilitre"),
+    Unit("L", "volume", 1.0, "liter|litre|ltr"),
+    Unit("m3", "volume", 1000.0, "m³|cubic meter|cubic metre"),
+    Unit("tsp", "volume", 0.00492892159375, "teaspoon"),
+    Unit("tbsp", "volume", 0.01478676478125, "tablespoon"),
+    Unit("fl oz", "volume", 0.0295735295625, "floz|fluid ounce|fl ounce|us fl oz"),
+    Unit("cup", "volume", 0.2365882365, "us cup"),
+    Unit("pt", "volume", 0.473176473, "pint|us pint"),
+    Unit("qt", "volume", 0.946352946, "quart|us quart"),
+    Unit("gal", "volume", 3.785411784, "gallon|us gallon|us gal"),
+    Unit("imp pt", "volume", 0.56826125, "imperial pint|uk pint"),
+    Unit("imp gal", "volume", 4.54609, "imperial gallon|uk gallon|uk gal"),
+    Unit("in3", "volume", 0.016387064, "in³|cu in|cubic inch|cubic inches"),
+    Unit("ft3", "volume", 28.316846592, "ft³|cu ft|cubic foot|cubic feet"),
+    Unit("C", "temperature", 1.0, "celsius|centigrade", offset=273.15),
+    Unit("F", "temperature", 5 / 9, "fahrenheit", offset=459.67),
+    Unit("K", "temperature", 1.0, "kelvin"),
+    Unit("m/s", "speed", 1.0, "mps|m/sec|meter per second|meters per second|metre per second|metres per second"),
+    Unit(
+        "km/h",
+        "speed",
+        1 / 3.6,
+        "kph|kmh|kmph|km/hr|km per hour|kilometer per hour|kilometers per hour|kilometre per hour|kilometres per hour",
+    ),
+    Unit("mph", "speed", 0.44704, "mi/h|mi/hr|mile per hour|miles per hour"),
+    Unit("kn", "speed", 1852 / 3600, "knot"),
+    Unit("ft/s", "speed", 0.3048, "fps|ft/sec|foot per second|feet per second"),
+    Unit("cm2", "area", 1e-4, "cm²|sq cm|square centimeter|square centimetre"),
+    Unit("m2", "area", 1.0, "m²|sq m|sqm|square meter|square metre"),
+    Unit("km2", "area", 1e6, "km²|sq km|square kilometer|square kilometre"),
+    Unit("in2", "area", 0.00064516, "in²|sq in|square inch|square inches"),
+    Unit("ft2", "area", 0.09290304, "ft²|sq ft|sqft|square foot|square feet"),
+    Unit("yd2", "area", 0.83612736, "yd²|sq yd|square yard"),
+    Unit("mi2", "area", 2589988.110336, "mi²|sq mi|square mile"),
+    Unit("acre", "area", 4046.8564224, "ac"),
+    Unit("ha", "area", 10000.0, "hectare"),
+)
+AMBIGUOUS = {"ton": "say 't' (metric ton), 'short ton' (US) or 'long ton' (UK)"}
+_DEGREES = re.compile(r"^(?:degrees?|deg|°)\s*")
 
 
-def _from_kelvin(value: float, unit: str) -> float:
-    if unit == "celsius":
-        return value - 273.15
-    if unit == "fahrenheit":
-        return (value - 273.15) * 9 / 5 + 32
-    return value
+def _key(name: str) -> str:
+    """How a unit name is looked up: lower case, no dots, single spaces, no "degrees" in front."""
+    key = name.replace("℃", "°C").replace("℉", "°F").replace("º", "°").replace(".", "").lower()
+    key = " ".join(key.split())
+    stripped = _DEGREES.sub("", key)
+    return stripped or key
+
+
+def _index(units: tuple[Unit, ...]) -> dict[str, Unit]:
+    index: dict[str, Unit] = {}
+    for unit in units:
+        for alias in (unit.name, *filter(None, unit.aliases.split("|"))):
+            key = _key(alias)
+            if index.setdefault(key, unit) is not unit:
+                raise ValueError(f"unit alias {alias!r} names both {index[key].name!r} and {unit.name!r}")
+    for unit in units:  # plurals last: a real alias always wins over a made-up plural
+        for alias in (unit.name, *filter(None, unit.aliases.split("|"))):
+            key = _key(alias)
+            if len(key) > 1 and key[-1].isalpha() and not key.endswith("s"):
+                index.setdefault(key + "s", unit)
+    return index
+
+
+BY_NAME = _index(UNITS)
+
+
+def unit(name: str) -> Unit:
+    """The unit ``name`` means (see module docstring), or a ToolError naming the supported units."""
+    key = _key(name)
+    found = BY_NAME.get(key)
+    if found is not None:
+        return found
+    ambiguous = AMBIGUOUS.get(key.removesuffix("s"))
+    if ambiguous is not None:
+        raise ToolError(f"ambiguous unit {name!r}; {ambiguous}")
+    raise ToolError(f"unknown unit {name!r}; supported: {', '.join(u.name for u in UNITS)}")
 
 
 def convert(value: float, source: str, target: str) -> float:
-    src, dst = _unit(source), _unit(target)
-    if src in TEMPERATURE or dst in TEMPERATURE:
-        if not (src in TEMPERATURE and dst in TEMPERATURE):
-            raise ToolError(f"cannot convert {source} to {target}")
-        kelvin = _to_kelvin(value, src)
-        if kelvin < 0:
+    src, dst = unit(source), unit(target)
+    if src.dimension != dst.dimension:
+        raise ToolError(f"cannot convert {src.dimension} ({source}) to {dst.dimension} ({target})")
+    base = src.to_base(value)
+    if src.dimension == "temperature":
+        if base < 0:
             raise ToolError("below absolute zero")
-        return _from_kelvin(kelvin, dst)
-    (src_dim, src_factor), (dst_dim, dst_factor) = LINEAR[src], LINEAR[dst]
-    if src_dim != dst_dim:
-        raise ToolError(f"cannot convert {src_dim} ({source}) to {dst_dim} ({target})")
-    return value * src_factor / dst_factor
+        # The offsets cancel in floating point (32 F is 5.7e-14 C unrounded); no thermometer reads 1e-10 degrees.
+        return round(dst.from_base(base), 10)
+    return dst.from_base(base)
+
+
+def _format(value: float, digits: int) -> str:
+    """A number to ``digits`` significant digits, without trailing zeros ("11.0231", "212", "6.21371e-13")."""
+    rounded = float(f"{value:.{digits}g}")
+    if rounded.is_integer() and abs(rounded) < 1e15:
+        return str(int(rounded))
+    return repr(rounded)
+
+
+def summarize(output: Any) -> str:
+    """'5 kg = 11.0231 lb.', in the units as they were written; empty when the output is not ours."""
+    if not isinstance(output, dict):
+        return ""
+    value, result = output.get("value"), output.get("result")
+    source, target = output.get("from_unit"), output.get("to_unit")
+    numbers = [n for n in (value, result) if isinstance(n, (int, float)) and not isinstance(n, bool)]
+    if len(numbers) != 2 or not isinstance(source, str) or not isinstance(target, str):
+        return ""
+    return f"{_format(numbers[0], 10)} {source.strip()} = {_format(numbers[1], 6)} {target.strip()}."
 
 
 async def unit_convert(args: dict[str, Any]) -> dict[str, Any]:
@@ -79,13 +186,62 @@ async def unit_convert(args: dict[str, Any]) -> dict[str, Any]:
         "value": value,
         "from_unit": args["from_unit"],
         "to_unit": args["to_unit"],
-        "result": round(result, 10),
+        # 12 significant digits: float noise off, and a tiny result (1 nm in miles) is not rounded to 0.
+        "result": float(f"{result:.12g}"),
     }
 
 
+def _ex(text: str, value: float, source: str, target: str) -> ToolExample:
+    return ToolExample(text, {"value": value, "from_unit": source, "to_unit": target})
+
+
+EXAMPLES = (
+    _ex("Convert 5 km to miles.", 5, "km", "mi"),
+    _ex("How many pounds is 3 kg?", 3, "kg", "lb"),
+    _ex("what's 70 kg in lbs", 70, "kg", "lb"),
+    _ex("I weigh 165 pounds, how much is that in kilos?", 165, "lb", "kg"),
+    _ex("How many liters are in 2 gallons?", 2, "gal", "L"),
+    _ex("convert 100 feet to meters", 100, "ft", "m"),
+    _ex("Convert 26.2 miles to kilometers", 26.2, "mi", "km"),
+    _ex("What is 30 degrees Celsius in Fahrenheit?", 30, "C", "F"),
+    _ex("What's 98.6 F in Celsius?", 98.6, "F", "C"),
+    _ex("what's -40 celsius in fahrenheit", -40, "C", "F"),
+    _ex("Convert 300 K to celsius", 300, "K", "C"),
+    _ex("how tall is 180 cm in inches", 180, "cm", "in"),
+    _ex("How many ounces in 500 grams?", 500, "g", "oz"),
+    _ex("My recipe says 8 oz of flour, how many grams is that?", 8, "oz", "g"),
+    _ex("I weigh 12 stone, what's that in kg?", 12, "st", "kg"),
+    _ex("How many cups is 500 ml?", 500, "ml", "cup"),
+    _ex("How many fluid ounces are in 2 liters?", 2, "L", "fl oz"),
+    _ex("how many pints in 4 litres", 4, "L", "pt"),
+    _ex("How many quarts in 3 gallons", 3, "gal", "qt"),
+    _ex("How much is 1 metric ton in pounds", 1, "t", "lb"),
+    _ex("Convert 10 nautical miles to km", 10, "nmi", "km"),
+    _ex("what is 60 mph in km/h", 60, "mph", "km/h"),
+    _ex("a 20 km/h wind, how fast is that in knots?", 20, "km/h", "kn"),
+    _ex("how many square feet is 50 square meters", 50, "m2", "ft2"),
+    _ex("Convert 2.5 acres to hectares", 2.5, "acre", "ha"),
+)
+
+NEGATIVE_EXAMPLES = (
+    "What is the metric system?",
+    "Why does the US use miles?",
+    "What's the difference between mass and weight?",
+    "Who invented the thermometer?",
+    "How heavy is an adult elephant?",
+    "How far is the Moon from Earth?",
+    "Which countries still use Fahrenheit?",
+    "Explain how the kilogram is defined",
+    "What is 12 times 8?",
+    "What time is it in Tokyo?",
+    "Write a poem about a long road",
+)
+
 TOOL = ToolDefinition(
     name="unit_convert",
-    description="Convert a value between units of length, mass, volume or temperature (km to mi, F to C).",
+    description=(
+        "Convert a value between units of length, mass, volume, temperature, speed or area (km to mi, F to C)."
+    ),
     parameters={
         "type": "object",
         "properties": {
@@ -99,4 +255,7 @@ TOOL = ToolDefinition(
     fn=unit_convert,
     timeout_s=1.0,
     cache_ttl_s=3600.0,
+    examples=EXAMPLES,
+    negative_examples=NEGATIVE_EXAMPLES,
+    summarize=summarize,
 )

@@ -1,0 +1,290 @@
+"""``python -m evals`` (``make eval``): run the agent evaluation on a real mesh and write EVAL.md.
+
+Everything runs in this one process on loopback, as the e2e tests do: a vLLM
+engine on the embedded model behind an InferenceServicer, a tool executor with
+the built-in tools (its Redis cache namespace flushed first, so no result comes
+from an earlier run), and one router per tool-selection mode, each with the
+response cache off so every answer is generated. All routers share the engine
+and the tool executor, so the modes differ only in how tools are selected.
+
+Nothing happens at import time: vLLM starts its engine core with
+multiprocessing *spawn*, which re-imports this module in the child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import grpc.aio
+import redis.asyncio as aioredis
+import uvloop
+
+from agentmesh.agent.v1 import agent_pb2_grpc
+from evals.agent_eval import (
+    DEFAULT_TURN_TIMEOUT_S,
+    EVAL_TENANT,
+    SPLITS,
+    Case,
+    CaseError,
+    Report,
+    RunInfo,
+    load_cases,
+    render_markdown,
+    run_eval,
+)
+from services.inference.config import default_model_dir
+from services.inference.servicer import InferenceServicer
+from services.inference.session import SessionSettings
+from services.inference.vllm_engine import VllmEngine, VllmSettings
+from services.router.config import RouterConfig
+from services.router.main import Router, build_router
+from services.runtime.cache import TwoLevelCache
+from services.runtime.config import ServiceConfig
+from services.runtime.metrics import Metrics
+from services.runtime.server import MeshServer
+from services.tools.builtin import default_tools
+from services.tools.executor import ToolExecutor
+from services.tools.registry import ToolRegistry
+from services.tools.servicer import ToolExecutorServicer
+
+MODES = ("embedding", "llm")
+MODEL_ID = "SmolLM2-135M-Instruct"
+#: Database 15, the one the tests use: nothing of value lives there.
+REDIS_URL = os.environ.get("AGENTMESH_EVAL_REDIS_URL", "redis://127.0.0.1:6379/15")
+#: The eval's own tool-cache namespace and its sessions' keys, deleted before and after every run.
+TOOL_CACHE_NAMESPACE = "agentmesh-eval:tools:"
+SESSION_NAMESPACE = f"agentmesh:session:{{{EVAL_TENANT}:"
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    splits: tuple[str, ...]
+    modes: tuple[str, ...]
+    limit: int | None
+    out: Path
+    show_heldout: bool
+    turn_timeout_s: float
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise argparse.ArgumentTypeError(f"comma-separated modes among {', '.join(MODES)}")
+    return modes
+
+
+def parse_args(argv: Sequence[str] | None = None) -> EvalArgs:
+    parser = argparse.ArgumentParser(
+        prog="python -m evals",
+        description="Run the agent evaluation through an in-process mesh on the embedded model and write EVAL.md.",
+    )
+    parser.add_argument("--split", choices=[*SPLITS, "all"], default="all", help="which cases to run (default: all)")
+    parser.add_argument(
+        "--modes", type=_modes, default=MODES, help="router tool-selection modes to compare (default: embedding,llm)"
+    )
+    parser.add_argument("--limit", type=_positive_int, help="run only the first N cases of each split")
+    parser.add_argument("--out", type=Path, default=Path("EVAL.md"), help="report file (default: EVAL.md)")
+    parser.add_argument(
+        "--show-heldout",
+        action="store_true",
+        help="list held-out failures in full (messages, arguments, answers); off so the tuner never reads them",
+    )
+    parser.add_argument(
+        "--turn-timeout-s", type=float, default=DEFAULT_TURN_TIMEOUT_S, help="time allowed per turn (CPU is slow)"
+    )
+    ns = parser.parse_args(argv)
+    splits = SPLITS if ns.split == "all" else (ns.split,)
+    return EvalArgs(splits, ns.modes, ns.limit, ns.out, ns.show_heldout, ns.turn_timeout_s)
+
+
+def select_cases(cases: Sequence[Case], limit: int | None) -> list[Case]:
+    """The first ``limit`` cases of each split (all of them without a limit), split order kept."""
+    if limit is None:
+        return list(cases)
+    taken: dict[str, int] = {}
+    selected = []
+    for case in cases:
+        if taken.get(case.split, 0) < limit:
+            taken[case.split] = taken.get(case.split, 0) + 1
+            selected.append(case)
+    return selected
+
+
+@dataclass
+class EvalMesh:
+    """A tool executor and one router per mode on loopback; ``stubs`` maps each mode to its AgentService."""
+
+    redis: aioredis.Redis
+    tools_server: MeshServer
+    stubs: dict[str, Any] = field(default_factory=dict)
+    routers: list[tuple[Router, MeshServer, grpc.aio.Channel]] = field(default_factory=list)
+
+    async def close(self) -> None:
+        for router, server, channel in self.routers:
+            await channel.close()
+            await server.drain(grace=0)
+            await router.close()
+        await self.tools_server.drain(grace=0)
+        await flush_eval_keys(self.redis)
+
+
+async def flush_namespace(redis: aioredis.Redis, namespace: str) -> int:
+    """Delete every key under ``namespace`` (never the whole database); returns how many went."""
+    deleted = 0
+    batch: list[bytes] = []
+    async for key in redis.scan_iter(match=namespace + "*", count=500):
+        batch.append(key)
+        if len(batch) >= 500:
+            deleted += await redis.delete(*batch)
+            batch.clear()
+    if batch:
+        deleted += await redis.delete(*batch)
+    return deleted
+
+
+async def flush_eval_keys(redis: aioredis.Redis) -> int:
+    """The eval's tool-cache entries and sessions, so no run sees another's."""
+    return await flush_namespace(redis, TOOL_CACHE_NAMESPACE) + await flush_namespace(redis, SESSION_NAMESPACE)
+
+
+async def start_eval_mesh(redis: aioredis.Redis, inference_address: str, modes: Sequence[str]) -> EvalMesh:
+    """The tool executor and a router per tool-selection mode, all on ``inference_address``; ready to serve.
+
+    Shared by ``make eval`` and the smoke test (which brings its own vLLM
+    replica). The response cache is off on every router: a replayed answer
+    would say nothing about the mode that replays it.
+    """
+    await flush_eval_keys(redis)
+    executor = ToolExecutor(ToolRegistry(default_tools()), cache=TwoLevelCache(TOOL_CACHE_NAMESPACE, redis))
+    tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor).service()], metrics=Metrics())
+    await tools_server.start()
+    mesh = EvalMesh(redis, tools_server)
+    try:
+        for mode in modes:
+            config = replace(
+                RouterConfig(),
+                port=0,
+                inference=(inference_address,),
+                tools=tools_server.address,
+                response_cache_ttl_s=0,
+                tool_selection=mode,
+            )
+            config.validate()
+            router = build_router(config, redis, Metrics())
+            server = MeshServer(config, [router.servicer.service()], metrics=Metrics())
+            await server.start()
+            channel = grpc.aio.insecure_channel(server.address)
+            mesh.routers.append((router, server, channel))
+            await router.start()
+            if not await router.replicas.wait_any(READY_TIMEOUT_S):
+                raise RuntimeError(f"router ({mode}) did not connect to the inference replica {inference_address}")
+            mesh.stubs[mode] = agent_pb2_grpc.AgentServiceStub(channel)
+    except BaseException:
+        await mesh.close()
+        raise
+    return mesh
+
+
+def machine_description() -> str:
+    """CPU model, cores and GPU presence, for the report's header."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu = "NVIDIA GPU present" if Path("/dev/nvidia0").exists() else "no GPU"
+    return f"{model}, {os.cpu_count()} cores ({usable} usable by this process), {gpu}"
+
+
+def _headline(report: Report) -> str:
+    lines = []
+    for split in [s for s in ("heldout", "dev") if s in report.splits]:
+        for mode in report.modes:
+            s = report.summary(mode, split)
+            lines.append(
+                f"{split:8} {mode:10} tool choice {s.tool_choice}  arguments {s.arguments}  answers {s.answers}"
+            )
+    return "\n".join(lines)
+
+
+async def run(args: EvalArgs, argv: Sequence[str]) -> int:
+    try:
+        cases = select_cases(load_cases(args.splits), args.limit)
+    except (CaseError, OSError) as exc:
+        print(f"evals: error: {exc}", file=sys.stderr)
+        return 2
+    redis = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        await redis.ping()
+    except Exception as exc:
+        print(f"evals: error: Redis at {REDIS_URL} is not reachable ({exc}); `make setup` starts one", file=sys.stderr)
+        await redis.aclose()
+        return 1
+    engine = VllmEngine(VllmSettings(model=default_model_dir(), model_id=MODEL_ID, max_output_tokens=512))
+    inference: MeshServer | None = None
+    mesh: EvalMesh | None = None
+    try:
+        await engine.start()
+        servicer = InferenceServicer(engine, SessionSettings(replica_id="vllm-0", default_max_tokens=64))
+        inference = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics())
+        await inference.start()
+        mesh = await start_eval_mesh(redis, inference.address, args.modes)
+        date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        print(f"evals: {len(cases)} cases × {len(args.modes)} modes, one turn at a time", file=sys.stderr)
+        report = await run_eval(
+            cases,
+            mesh.stubs,
+            turn_timeout_s=args.turn_timeout_s,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        info = RunInfo(
+            command=shlex.join(["python", "-m", "evals", *argv]),
+            date=date,
+            machine=machine_description(),
+            model=f"{MODEL_ID} (embedded), vLLM on CPU, greedy decoding (temperature 0)",
+        )
+        args.out.write_text(render_markdown(report, info, show_heldout=args.show_heldout), encoding="utf-8")
+        print(_headline(report))
+        print(f"wrote {args.out}")
+    finally:
+        if mesh is not None:
+            await mesh.close()
+        if inference is not None:
+            await inference.drain(grace=0)
+        await engine.close()
+        await redis.aclose()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    try:
+        return uvloop.run(run(args, argv))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

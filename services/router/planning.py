@@ -1,0 +1,259 @@
+"""The plan step of a turn: which tools (selection), then their arguments (fill), as ``PlannedCall``s.
+
+In: the tool list, the user's message, the tool-choice mode and what the
+session says about the previous turn. Out: a ``Plan`` — the calls to run, how
+the tools were selected, and the generations it took (counted on the turn).
+
+Selection, by ``--tool-selection``:
+
+- ``embedding`` (default): the ``ToolSelector`` decides without a generation;
+  only its ambiguous band asks the model (a constrained choice among the
+  candidates). A message with two asks gets both tools, each filled from the
+  clause that asked for it.
+- ``llm``: the constrained choice decides every message (the previous path,
+  kept for comparison in ``make eval``).
+
+Fill is one schema-constrained generation per chosen tool, all concurrent.
+A fill that does not parse, or that carries a number the conversation does not
+ground (``grounding.py``), is dropped and counted, never run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+
+from agentmesh.agent.v1 import agent_pb2
+from agentmesh.common.v1 import common_pb2
+from services.router.generation import GenerationDone, GenerationSpec, Generator
+from services.router.grounding import ungrounded
+from services.router.metrics import RouterMetrics
+from services.router.planner import (
+    PlannedCall,
+    choose_messages,
+    choose_schema,
+    fill_messages,
+    parse_arguments,
+    parse_choice,
+)
+from services.router.prompt import Message
+from services.router.selector import Decision, ToolSelector
+
+log = logging.getLogger(__name__)
+
+SELECTION_MODES = ("embedding", "llm")
+CHOOSE_MAX_TOKENS = 48
+
+#: Words by which a message refers back to the previous answer ("add 6 to that result").
+_REFERS_BACK = re.compile(r"\b(that|it|this|result|answer|previous|same|again|those|these|them)\b", re.IGNORECASE)
+
+
+@dataclass
+class TurnCounters:
+    """What a turn's generations cost, summed over choose, fill and answer."""
+
+    usage: common_pb2.Usage = field(default_factory=common_pb2.Usage)
+    generations: int = 0
+
+    def add(self, done: GenerationDone, metrics: RouterMetrics | None) -> None:
+        self.generations += 1
+        self.usage.prompt_tokens += done.usage.prompt_tokens
+        self.usage.completion_tokens += done.usage.completion_tokens
+        self.usage.cached_prompt_tokens += done.usage.cached_prompt_tokens
+        if metrics is not None:
+            metrics.prompt_tokens.inc(done.usage.prompt_tokens)
+            metrics.cached_prompt_tokens.inc(done.usage.cached_prompt_tokens)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """What planning needs to know about the turn."""
+
+    message: str
+    mode: str  # auto, required, named (never none: planning is skipped then)
+    named_tool: str
+    priority: common_pb2.Priority.ValueType
+    previous_message: str = ""
+    previous_answer: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    calls: list[PlannedCall]
+    method: agent_pb2.ToolSelection.ValueType
+
+
+def annotate(span: trace.Span, done: GenerationDone) -> None:
+    """Where a generation ran and what it cost, on its span."""
+    span.set_attribute("agentmesh.replica", done.replica)
+    span.set_attribute("agentmesh.replica_reason", done.reason)
+    span.set_attribute("agentmesh.cached_prompt_tokens", done.usage.cached_prompt_tokens)
+    span.set_attribute("agentmesh.response_cached", done.cached)
+    span.set_attribute("agentmesh.failovers", done.failovers)
+
+
+class Planner:
+    def __init__(
+        self,
+        generator: Generator,
+        selector: ToolSelector | None,
+        *,
+        fill_max_tokens: int = 160,
+        metrics: RouterMetrics | None = None,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        self._generator = generator
+        self._selector = selector
+        self._fill_max_tokens = fill_max_tokens
+        self._metrics = metrics
+        self._tracer = tracer or trace.get_tracer("agentmesh.router")
+
+    @property
+    def selection_mode(self) -> str:
+        return "llm" if self._selector is None else "embedding"
+
+    async def prepare(self, specs: Sequence[common_pb2.ToolSpec]) -> None:
+        """Embed the tools' cards (embedding selection) when the tool list is loaded."""
+        if self._selector is not None:
+            await self._selector.load(specs)
+
+    async def plan(self, specs: Sequence[common_pb2.ToolSpec], turn: PlanInput, counters: TurnCounters) -> Plan:
+        """The first round's calls: select, then fill each selected tool concurrently."""
+        with self._tracer.start_as_current_span("agent.plan") as span:
+            names, segments, method = await self._select(specs, turn, counters)
+            span.set_attribute("agentmesh.tool_selection", agent_pb2.ToolSelection.Name(method))
+            calls = await self.fill(specs, names, segments, turn, counters)
+            span.set_attribute("agentmesh.planned_calls", [c.name for c in calls])
+            return Plan(calls, method)
+
+    async def replan(
+        self, specs: Sequence[common_pb2.ToolSpec], turn: PlanInput, results: str, counters: TurnCounters
+    ) -> list[PlannedCall]:
+        """LLM selection only: choose again with the results so far (the previous path's second round)."""
+        with self._tracer.start_as_current_span("agent.plan"):
+            names = await self._choose(specs, [t.name for t in specs], turn, "auto", counters, results)
+            return await self.fill(specs, names, {}, turn, counters)
+
+    async def _select(
+        self, specs: Sequence[common_pb2.ToolSpec], turn: PlanInput, counters: TurnCounters
+    ) -> tuple[list[str], dict[str, str], agent_pb2.ToolSelection.ValueType]:
+        if turn.mode == "named":
+            self._count("named", "tools")
+            return [turn.named_tool], {}, agent_pb2.TOOL_SELECTION_NAMED
+        all_names = [t.name for t in specs]
+        if self._selector is None:
+            names = await self._choose(specs, all_names, turn, turn.mode, counters)
+            self._count("llm", "tools" if names else "none")
+            return names, {}, agent_pb2.TOOL_SELECTION_LLM
+        started = time.perf_counter()
+        selection = await self._selector.select(turn.message, previous_message=turn.previous_message)
+        if self._metrics is not None:
+            self._metrics.selection_seconds.observe(time.perf_counter() - started)
+        span = trace.get_current_span()
+        span.set_attribute("agentmesh.selector.decision", selection.decision.value)
+        span.set_attribute("agentmesh.selector.scores", json.dumps(selection.scores, sort_keys=True))
+        span.set_attribute("agentmesh.selector.none_score", round(selection.none_score, 4))
+        self._count("embedding", selection.decision.value)
+        if selection.decision is Decision.TOOLS:
+            return list(selection.tools), dict(selection.segments), agent_pb2.TOOL_SELECTION_EMBEDDING
+        if selection.decision is Decision.NONE and turn.mode != "required":
+            return [], {}, agent_pb2.TOOL_SELECTION_EMBEDDING
+        # The ambiguous band (or "required" with no clear tool): the model decides among the candidates.
+        candidates = list(selection.candidates) or all_names
+        names = await self._choose(specs, candidates, turn, turn.mode, counters)
+        return names, {}, agent_pb2.TOOL_SELECTION_LLM
+
+    async def _choose(  # noqa: PLR0917 - private, few callers
+        self,
+        specs: Sequence[common_pb2.ToolSpec],
+        candidates: Sequence[str],
+        turn: PlanInput,
+        mode: str,
+        counters: TurnCounters,
+        results: str | None = None,
+    ) -> list[str]:
+        schema = json.dumps(choose_schema(candidates, mode), sort_keys=True)
+        shown = [t for t in specs if t.name in candidates]
+        text = await self.structured(
+            choose_messages(shown, turn.message, results), schema, turn.priority, counters, CHOOSE_MAX_TOKENS
+        )
+        return parse_choice(text, candidates)
+
+    async def fill(
+        self,
+        specs: Sequence[common_pb2.ToolSpec],
+        names: Sequence[str],
+        segments: dict[str, str],
+        turn: PlanInput,
+        counters: TurnCounters,
+    ) -> list[PlannedCall]:
+        """Arguments for each named tool, filled concurrently; unparseable or ungrounded fills are dropped."""
+        by_name = {t.name: t for t in specs}
+        context = turn.previous_answer if turn.previous_answer and _REFERS_BACK.search(turn.message) else ""
+        texts = await asyncio.gather(
+            *(
+                self.structured(
+                    fill_messages(by_name[name], segments.get(name, turn.message), context),
+                    by_name[name].parameters_json_schema,
+                    turn.priority,
+                    counters,
+                    self._fill_max_tokens,
+                )
+                for name in names
+            )
+        )
+        calls = []
+        for name, text in zip(names, texts, strict=True):
+            arguments = parse_arguments(text)
+            if arguments is None:
+                self._drop("unparseable")
+                continue
+            invented = ungrounded(arguments, turn.message, context)
+            if invented:
+                self._drop("ungrounded")
+                log.info("dropped planned call %s%s: %s not in the conversation", name, text, invented)
+                continue
+            calls.append(PlannedCall(name, arguments))
+        return calls
+
+    async def structured(
+        self,
+        messages: Sequence[Message],
+        schema: str,
+        priority: common_pb2.Priority.ValueType,
+        counters: TurnCounters,
+        max_tokens: int,
+    ) -> str:
+        """One greedy generation constrained to ``schema``; its full text."""
+        with self._tracer.start_as_current_span("agent.generation") as span:
+            spec = GenerationSpec(
+                messages,
+                common_pb2.SamplingParams(temperature=0.0, max_tokens=max_tokens),
+                priority or common_pb2.PRIORITY_P1,
+                json_schema=schema,
+            )
+            parts: list[str] = []
+            done: GenerationDone | None = None
+            async for event in self._generator.stream(spec):
+                parts.append(event.text)
+                done = event.done or done
+            if done is None:  # the generator always ends with done; a bug otherwise
+                raise RuntimeError("generation ended without a result")
+            annotate(span, done)
+            counters.add(done, self._metrics)
+            return "".join(parts)
+
+    def _count(self, method: str, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.tool_selection.labels(method, outcome).inc()
+
+    def _drop(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.dropped_calls.labels(reason).inc()

@@ -1,0 +1,242 @@
+"""Tool selection without a generation: nearest examples in a sentence-embedding space.
+
+In: the tool list (each ``ToolSpec`` brings its description, example requests
+and near misses) and a user message. Out: a ``Selection`` — the tools the
+message clearly needs, "clearly none", or an ambiguous band with the candidate
+tools, which the caller hands to the constrained LLM choice.
+
+How a message is scored (seed 002 §3.3: a cheap pre-judge, thresholds with a
+margin, the LLM only for the ambiguous band):
+
+- Cards. When the tool list is (re)loaded, every example request and each tool's
+  description are embedded once (positives, labelled with their tool), and so
+  are the tools' near misses plus the tool-independent ``NO_TOOL_EXAMPLES``
+  (the "no tool" class).
+- Scores. A message (and each clause of it, see below) gets, per tool, its
+  cosine similarity to the tool's nearest positive, and a "not this tool"
+  score: its similarity to the nearest of that tool's near misses and the
+  tool-independent no-tool examples. A tool's near misses count only against
+  that tool: they often are another tool's business ("What is 7*8?" is a near
+  miss of the clock and an example of the calculator).
+- Decision per text. The best tool is *chosen* when its score is at least
+  ``choose`` and beats its "not this tool" score by ``margin`` (one text, one ask: a
+  runner-up is confusion, not a second ask). The text needs *no
+  tool* when the best tool scores below ``reject``, or its "not this tool"
+  score beats it by ``margin``. Anything else is *ambiguous*.
+- Several asks in one message. "What is 23*47 and what time is it in Tokyo?"
+  embeds as a blend of two intents and may clear neither threshold, so the
+  message is also split into clauses (at "and", "also", ";", "?"…) and each
+  clause is decided on its own; the chosen tools are the union. Each chosen
+  tool remembers the clause that asked for it, so its arguments are filled
+  from that clause alone.
+- Follow-ups. A message the selector cannot decide on its own ("And in
+  Paris?") is scored again together with the previous user message.
+
+Thresholds are calibrated on the development split of ``make eval`` (EVAL.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import numpy.typing as npt
+
+from agentmesh.common.v1 import common_pb2
+from services.router.embedding import Embedder, Vectors
+from services.router.no_tool_examples import NO_TOOL_EXAMPLES
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SelectorSettings:
+    """Cosine-similarity thresholds (all-MiniLM-L6-v2 scale)."""
+
+    choose: float = 0.50
+    reject: float = 0.30
+    margin: float = 0.05
+    max_tools: int = 3
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.reject <= self.choose <= 1.0:
+            raise ValueError("selector thresholds must satisfy 0 <= reject <= choose <= 1")
+        if self.margin < 0:
+            raise ValueError("selector margin must be >= 0")
+
+
+class Decision(Enum):
+    TOOLS = "tools"
+    NONE = "none"
+    AMBIGUOUS = "ambiguous"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the selector decided about one message."""
+
+    decision: Decision
+    #: Chosen tools (decision TOOLS), best first.
+    tools: tuple[str, ...] = ()
+    #: Tools worth asking the LLM about (decision AMBIGUOUS), best first.
+    candidates: tuple[str, ...] = ()
+    #: Per chosen tool, the part of the message that asked for it.
+    segments: dict[str, str] = field(default_factory=dict)
+    #: Best score per tool over the texts scored, and the best tool's "not this tool" score (traces, calibration).
+    scores: dict[str, float] = field(default_factory=dict)
+    none_score: float = 0.0
+
+
+_SPLIT = re.compile(r"\s*(?:[;?!]|,?\s+\b(?:and|also|plus|then|as well as)\b)\s*", re.IGNORECASE)
+_LEADING = re.compile(r"^(?:(?:and|also|plus|then)\b\s*)+", re.IGNORECASE)
+_MIN_CLAUSE_WORDS = 3
+
+
+def clauses(message: str) -> list[str]:
+    """The message's clauses when it has more than one, else []. Short fragments join their neighbour."""
+    parts = [_LEADING.sub("", p.strip(" ,.")) for p in _SPLIT.split(message)]
+    merged: list[str] = []
+    for part in parts:
+        if not part:
+            continue
+        if merged and (len(part.split()) < _MIN_CLAUSE_WORDS or len(merged[-1].split()) < _MIN_CLAUSE_WORDS):
+            merged[-1] = f"{merged[-1]} and {part}"
+        else:
+            merged.append(part)
+    return merged if len(merged) > 1 else []
+
+
+@dataclass
+class _Cards:
+    tools: list[str]
+    #: One row per positive example; ``owner[i]`` is the index of its tool.
+    positives: Vectors
+    owner: npt.NDArray[np.int64]
+    negatives: Vectors
+    #: ``negative_owner[j]``: the tool whose near miss row j is, or -1 for a tool-independent no-tool example.
+    negative_owner: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    decision: Decision
+    chosen: list[str]
+    scores: dict[str, float]
+    none_score: float
+
+
+class ToolSelector:
+    """Embeds the tool cards once per tool list; decides each message with two matrix products."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        settings: SelectorSettings = SelectorSettings(),
+        no_tool_examples: Sequence[str] = NO_TOOL_EXAMPLES,
+    ) -> None:
+        self._embedder = embedder
+        self._settings = settings
+        self._no_tool = tuple(no_tool_examples)
+        self._cards: _Cards | None = None
+        self._loaded_for: tuple[tuple[str, ...], ...] | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._cards is not None
+
+    async def load(self, specs: Sequence[common_pb2.ToolSpec]) -> None:
+        """Embed the cards of ``specs`` (skipped when the tool list did not change)."""
+        identity = tuple((t.name, t.description, *(e.text for e in t.examples), *t.negative_examples) for t in specs)
+        if identity == self._loaded_for:
+            return
+        texts: list[str] = []
+        owner: list[int] = []
+        negatives: list[str] = list(self._no_tool)
+        negative_owner: list[int] = [-1] * len(negatives)  # -1: against every tool
+        for i, spec in enumerate(specs):
+            for text in [spec.description, *(e.text for e in spec.examples)]:
+                if text:
+                    texts.append(text)
+                    owner.append(i)
+            for text in spec.negative_examples:
+                if text:
+                    negatives.append(text)
+                    negative_owner.append(i)
+        vectors = await self._embedder.embed([*texts, *negatives])
+        self._cards = _Cards(
+            tools=[t.name for t in specs],
+            positives=vectors[: len(texts)],
+            owner=np.asarray(owner, dtype=np.int64),
+            negatives=vectors[len(texts) :],
+            negative_owner=np.asarray(negative_owner, dtype=np.int64),
+        )
+        self._loaded_for = identity
+        log.info("tool selector: %d tools, %d examples, %d no-tool examples", len(specs), len(texts), len(negatives))
+
+    async def select(self, message: str, *, previous_message: str = "") -> Selection:
+        cards = self._cards
+        if cards is None or not cards.tools:
+            return Selection(Decision.NONE)
+        parts = clauses(message)
+        texts = [message, *parts]
+        follow_up = f"{previous_message} {message}" if previous_message else ""
+        if follow_up:
+            texts.append(follow_up)
+        vectors = await self._embedder.embed(texts)
+        verdicts = [self._decide(cards, v) for v in vectors]
+        whole = verdicts[0]
+        clause_verdicts = verdicts[1 : 1 + len(parts)]
+        if follow_up and whole.decision is Decision.AMBIGUOUS and verdicts[-1].decision is Decision.TOOLS:
+            whole = verdicts[-1]
+        scores = dict(whole.scores)
+        for v in clause_verdicts:
+            for name, score in v.scores.items():
+                scores[name] = max(scores.get(name, 0.0), score)
+        segments: dict[str, str] = {}
+        for name in whole.chosen:
+            segments[name] = message
+        for part, v in zip(parts, clause_verdicts, strict=True):
+            for name in v.chosen:
+                segments.setdefault(name, part)
+        if segments:
+            chosen = sorted(segments, key=lambda n: -scores.get(n, 0.0))[: self._settings.max_tools]
+            if len(chosen) == 1:  # one ask: fill from the whole message, which may hold context the clause lost
+                segments = {chosen[0]: message}
+            return Selection(
+                Decision.TOOLS,
+                tools=tuple(chosen),
+                segments={n: segments[n] for n in chosen},
+                scores=scores,
+                none_score=whole.none_score,
+            )
+        if whole.decision is Decision.NONE and all(v.decision is Decision.NONE for v in clause_verdicts):
+            return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
+        candidates = tuple(n for n in sorted(scores, key=lambda n: -scores[n]) if scores[n] >= self._settings.reject)[
+            : self._settings.max_tools
+        ]
+        if not candidates:
+            return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
+        return Selection(Decision.AMBIGUOUS, candidates=candidates, scores=scores, none_score=whole.none_score)
+
+    def _decide(self, cards: _Cards, vector: Vectors) -> _Verdict:
+        s = self._settings
+        per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
+        np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
+        negative_sims = cards.negatives @ vector
+        generic = cards.negative_owner < 0
+        no_tool = float(negative_sims[generic].max()) if generic.any() else -1.0
+        scores = {name: round(float(per_tool[i]), 4) for i, name in enumerate(cards.tools)}
+        best_index = int(per_tool.argmax())
+        best = float(per_tool[best_index])
+        mine = cards.negative_owner == best_index
+        against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
+        # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
+        if best >= s.choose and best - against >= s.margin:
+            return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+        if best < s.reject or against - best >= s.margin:
+            return _Verdict(Decision.NONE, [], scores, against)
+        return _Verdict(Decision.AMBIGUOUS, [], scores, against)

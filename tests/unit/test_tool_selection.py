@@ -1,0 +1,177 @@
+"""Tool selection logic on a fake embedder; grounding of derived numbers; tool messages and answer openings."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from agentmesh.common.v1 import common_pb2
+from agentmesh.tools.v1 import tools_pb2
+from services.router.embedding import Vectors
+from services.router.grounding import numbers_in, ungrounded
+from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
+from services.router.selector import Decision, SelectorSettings, ToolSelector, clauses
+
+
+class BagOfWords:
+    """A deterministic stand-in for a sentence embedder: hashed word counts, L2-normalised."""
+
+    name = "bag-of-words"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), 512), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                out[i, int(hashlib.sha256(word.encode()).hexdigest(), 16) % 512] += 1.0
+            norm = np.linalg.norm(out[i])
+            if norm:
+                out[i] /= norm
+        return out
+
+
+def spec(name: str, examples: Sequence[str], negatives: Sequence[str] = ()) -> common_pb2.ToolSpec:
+    return common_pb2.ToolSpec(
+        name=name,
+        description=f"the {name} tool",
+        examples=[common_pb2.ToolExample(text=e) for e in examples],
+        negative_examples=list(negatives),
+    )
+
+
+SPECS = [
+    spec("weather", ["weather forecast rain sunny Oslo", "will it rain tomorrow in Paris weather"], ["what is rain"]),
+    spec("stocks", ["stock price share quote ACME", "share price of the stock market quote"]),
+]
+NO_TOOL = ["write a poem about the sea", "hello there how are you"]
+
+
+LENIENT = SelectorSettings(choose=0.5, reject=0.2, margin=0.05)
+
+
+async def selector(settings: SelectorSettings = LENIENT) -> ToolSelector:
+    s = ToolSelector(BagOfWords(), settings, no_tool_examples=NO_TOOL)
+    await s.load(SPECS)
+    return s
+
+
+async def test_a_clear_ask_selects_its_tool_without_asking_the_model() -> None:
+    s = await selector()
+    selection = await s.select("weather forecast for Oslo, rain or sunny?")
+    assert selection.decision is Decision.TOOLS and selection.tools == ("weather",)
+    assert selection.segments == {"weather": "weather forecast for Oslo, rain or sunny?"}
+
+
+async def test_a_message_near_the_no_tool_examples_needs_no_tool() -> None:
+    s = await selector()
+    assert (await s.select("write a poem about the sea please")).decision is Decision.NONE
+    assert (await s.select("zebra")).decision is Decision.NONE  # far from everything: below reject
+
+
+async def test_the_band_between_thresholds_is_ambiguous_with_candidates() -> None:
+    s = await selector(SelectorSettings(choose=0.9, reject=0.1, margin=0.05))
+    selection = await s.select("is the weather nice")
+    assert selection.decision is Decision.AMBIGUOUS and selection.candidates[0] == "weather"
+
+
+async def test_two_asks_select_two_tools_each_with_its_clause() -> None:
+    s = await selector()
+    message = "weather forecast rain in Oslo and the stock price quote of ACME"
+    selection = await s.select(message)
+    assert selection.decision is Decision.TOOLS and set(selection.tools) == {"weather", "stocks"}
+    assert "Oslo" in selection.segments["weather"] and "ACME" not in selection.segments["weather"]
+    assert "ACME" in selection.segments["stocks"]
+
+
+async def test_a_follow_up_is_scored_with_the_previous_message_only_when_undecided() -> None:
+    s = await selector(SelectorSettings(choose=0.45, reject=0.05, margin=0.2))
+    alone = await s.select("what about Paris?")
+    assert alone.decision is Decision.AMBIGUOUS
+    follow = await s.select("what about Paris?", previous_message="weather forecast rain Oslo")
+    assert follow.decision is Decision.TOOLS and follow.tools == ("weather",)
+
+
+async def test_cards_are_embedded_once_per_tool_list() -> None:
+    embedder = BagOfWords()
+    s = ToolSelector(embedder, no_tool_examples=NO_TOOL)
+    await s.load(SPECS)
+    await s.load(list(SPECS))
+    assert len(embedder.calls) == 1
+    await s.load([*SPECS, spec("clock", ["time in Tokyo"])])
+    assert len(embedder.calls) == 2
+
+
+def test_selector_settings_reject_impossible_thresholds() -> None:
+    with pytest.raises(ValueError, match="reject <= choose"):
+        SelectorSettings(choose=0.3, reject=0.5)
+
+
+@pytest.mark.parametrize(
+    ("message", "parts"),
+    [
+        ("What is 23*47 and what time is it in Tokyo?", ["What is 23*47", "what time is it in Tokyo"]),
+        ("What is 23*47?", []),
+        ("salt and pepper", []),  # fragments too short to be asks stay together
+        ("Convert 5 km to miles; also what is 2+2", ["Convert 5 km to miles", "what is 2+2"]),
+    ],
+)
+def test_clauses(message: str, parts: list[str]) -> None:
+    assert clauses(message) == parts
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"expression": "10/2"}, "What is half of 10?"),
+        ({"expression": "0.15*80"}, "What is 15% of 80?"),
+        ({"expression": "15/100*80"}, "What is 15% of 80?"),
+        ({"expression": "3*60"}, "How many minutes are in 3 hours?"),
+        ({"expression": "1234+5"}, "add 5 to 1,234"),
+        ({"expression": "90/3"}, "a third of 90"),
+        ({"value": 5, "from_unit": "kg", "to_unit": "lb"}, "How many pounds is 5 kg?"),
+    ],
+)
+def test_derived_numbers_are_grounded(arguments: dict[str, object], message: str) -> None:
+    assert ungrounded(arguments, message) == []
+
+
+def test_invented_numbers_are_not_grounded_and_context_grounds_follow_ups() -> None:
+    assert ungrounded({"expression": "10000001*4"}, "What is my name?") == [10000001.0, 4.0]
+    assert ungrounded({"value": 10.0, "from_unit": "a", "to_unit": "b"}, "convert this") == [10.0]
+    assert ungrounded({"expression": "1081+6"}, "Now add 6 to that result.") == [1081.0]
+    assert ungrounded({"expression": "1081+6"}, "Now add 6 to that result.", "23*47 = 1081.") == []
+    assert {0.15, 15.0, 100.0} <= numbers_in("15% of 80")
+
+
+def result(call_id: str, tool: str, output: str = "", summary: str = "", error: str = "") -> tools_pb2.ToolResult:
+    status = common_pb2.TOOL_CALL_STATUS_OK if output else common_pb2.TOOL_CALL_STATUS_FAILED
+    return tools_pb2.ToolResult(
+        call_id=call_id, tool_name=tool, status=status, output_json=output, summary=summary, error_message=error
+    )
+
+
+def test_tool_results_are_tool_messages_and_the_answer_opens_with_their_summaries() -> None:
+    results = [
+        result("c1", "calculator", '{"result":1081}', "23*47 = 1081."),
+        result("c2", "unit_convert", error="unknown unit 'parsec'"),
+    ]
+    arguments = {"c1": '{"expression":"23*47"}', "c2": '{"from_unit":"parsec"}'}
+    messages = tool_messages(results, arguments)
+    assert [(m.role, m.tool_name) for m in messages] == [("tool", "calculator"), ("tool", "unit_convert")]
+    assert messages[0].content == 'calculator({"expression":"23*47"}) returned {"result":1081}'
+    assert "FAILED: unknown unit 'parsec'" in messages[1].content
+    opening = answer_opening(results)
+    assert opening == "23*47 = 1081. The unit_convert tool failed: unknown unit 'parsec'."
+    prompt = answer_messages("S", [], "q", messages, opening)
+    assert [m.role for m in prompt] == ["system", "user", "tool", "tool", "assistant"]
+    assert prompt[-1] == Message("assistant", opening)
+    assert "system" not in [m.role for m in prompt[1:]]
+    # A successful result without a summary: the model opens the answer itself.
+    assert answer_opening([result("c3", "kb_search", '{"results":[]}')]) == ""
