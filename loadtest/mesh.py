@@ -18,6 +18,7 @@ from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings
 from services.router.config import RouterConfig
+from services.router.embedding import Embedder
 from services.router.main import Router, build_router
 from services.router.picker import Picker
 from services.runtime.cache import TwoLevelCache
@@ -66,7 +67,12 @@ class Mesh:
         return hits / queried if queried else 0.0
 
     async def add_router(
-        self, *, picker: Picker | None = None, tracer_provider: TracerProvider | None = None, **overrides: Any
+        self,
+        *,
+        picker: Picker | None = None,
+        tracer_provider: TracerProvider | None = None,
+        embedder: Embedder | None = None,
+        **overrides: Any,
     ) -> Any:
         """A stub for a new router (typed Any: grpc.aio calls are used without request iterators)."""
         config = replace(
@@ -76,7 +82,9 @@ class Mesh:
             tools=self.tools_server.address,
             **overrides,
         )
-        router = build_router(config, self.redis, Metrics(), tracer_provider or self.tracer_provider, picker=picker)
+        router = build_router(
+            config, self.redis, Metrics(), tracer_provider or self.tracer_provider, picker=picker, embedder=embedder
+        )
         server = MeshServer(
             config,
             [router.servicer.service()],

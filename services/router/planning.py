@@ -26,7 +26,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from opentelemetry import trace
 
@@ -162,7 +162,23 @@ class Planner:
         span.set_attribute("agentmesh.selector.none_score", round(selection.none_score, 4))
         self._count("embedding", selection.decision.value)
         if selection.decision is Decision.TOOLS:
-            return list(selection.tools), dict(selection.segments), agent_pb2.TOOL_SELECTION_EMBEDDING
+            names, segments = list(selection.tools), dict(selection.segments)
+            if not selection.undecided:
+                return names, segments, agent_pb2.TOOL_SELECTION_EMBEDDING
+            # A second ask the classifier could not decide: the model decides that clause, concurrently.
+            clause_turns = [replace(turn, message=part) for part, _ in selection.undecided]
+            chosen = await asyncio.gather(
+                *(
+                    self._choose(specs, candidates, clause, "auto", counters)
+                    for clause, (_, candidates) in zip(clause_turns, selection.undecided, strict=True)
+                )
+            )
+            for clause, extra in zip(clause_turns, chosen, strict=True):
+                for name in extra:
+                    if name not in segments:
+                        names.append(name)
+                        segments[name] = clause.message
+            return names, segments, agent_pb2.TOOL_SELECTION_LLM
         if selection.decision is Decision.NONE and turn.mode != "required":
             return [], {}, agent_pb2.TOOL_SELECTION_EMBEDDING
         # The ambiguous band (or "required" with no clear tool): the model decides among the candidates.

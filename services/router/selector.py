@@ -86,6 +86,9 @@ class Selection:
     candidates: tuple[str, ...] = ()
     #: Per chosen tool, the part of the message that asked for it.
     segments: dict[str, str] = field(default_factory=dict)
+    #: With decision TOOLS: other clauses of the message the selector could not decide, each with its
+    #: candidate tools, for the constrained LLM choice (a second ask must not be dropped silently).
+    undecided: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: Best score per tool over the texts scored, and the best tool's "not this tool" score (traces, calibration).
     scores: dict[str, float] = field(default_factory=dict)
     none_score: float = 0.0
@@ -197,30 +200,42 @@ class ToolSelector:
             for name, score in v.scores.items():
                 scores[name] = max(scores.get(name, 0.0), score)
         segments: dict[str, str] = {}
-        for name in whole.chosen:
-            segments[name] = message
         for part, v in zip(parts, clause_verdicts, strict=True):
             for name in v.chosen:
                 segments.setdefault(name, part)
+        for name in whole.chosen:
+            segments.setdefault(name, message)
         if segments:
             chosen = sorted(segments, key=lambda n: -scores.get(n, 0.0))[: self._settings.max_tools]
-            if len(chosen) == 1:  # one ask: fill from the whole message, which may hold context the clause lost
-                segments = {chosen[0]: message}
+            undecided = tuple(
+                (part, candidates)
+                for part, v in zip(parts, clause_verdicts, strict=True)
+                if v.decision is Decision.AMBIGUOUS
+                and max(v.scores, key=lambda n: v.scores[n]) not in chosen  # else: more words of the same ask
+                and (candidates := self._candidates(v.scores, exclude=chosen))
+                and not any(segments.get(n) == part for n in chosen)
+            )
+            if len(chosen) == 1 and not undecided:
+                segments = {chosen[0]: message}  # one ask: fill from the whole message, which may hold more context
             return Selection(
                 Decision.TOOLS,
                 tools=tuple(chosen),
                 segments={n: segments[n] for n in chosen},
+                undecided=undecided,
                 scores=scores,
                 none_score=whole.none_score,
             )
         if whole.decision is Decision.NONE and all(v.decision is Decision.NONE for v in clause_verdicts):
             return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
-        candidates = tuple(n for n in sorted(scores, key=lambda n: -scores[n]) if scores[n] >= self._settings.reject)[
-            : self._settings.max_tools
-        ]
+        candidates = self._candidates(scores)
         if not candidates:
             return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
         return Selection(Decision.AMBIGUOUS, candidates=candidates, scores=scores, none_score=whole.none_score)
+
+    def _candidates(self, scores: dict[str, float], exclude: Sequence[str] = ()) -> tuple[str, ...]:
+        """Tools worth asking the model about: above ``reject``, best first."""
+        eligible = [n for n in scores if n not in exclude and scores[n] >= self._settings.reject]
+        return tuple(sorted(eligible, key=lambda n: -scores[n])[: self._settings.max_tools])
 
     def _decide(self, cards: _Cards, vector: Vectors) -> _Verdict:
         s = self._settings

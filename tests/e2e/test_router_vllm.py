@@ -86,3 +86,40 @@ async def test_follow_up_turn_sees_the_previous_turn(agent: Any) -> None:
     # The code word exists only in the first turn: the model can only know it from the history.
     assert "PINEAPPLE" in second.text
     assert second.completed.usage.prompt_tokens > first.completed.usage.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("message", "result"),
+    [("What is half of 10?", 5), ("What is 15% of 80?", 12), ("How many minutes are in 3 hours?", 180)],
+)
+async def test_calls_with_derived_numbers_are_planned_and_run(agent: Any, message: str, result: float) -> None:
+    """The old grounding check dropped these: 2 (half), 0.15 or 100 (15%), 60 (minutes) are not in the message."""
+    turn = await converse(agent, agent_pb2.StartTurn(message=message))
+    calls = tool_calls(turn)
+    assert [c.tool_name for c in calls] == ["calculator"]
+    assert calls[0].status == common_pb2.TOOL_CALL_STATUS_OK
+    assert json.loads(calls[0].output_json)["result"] == result
+    assert str(result) in turn.text
+    assert turn.completed.generations == 2  # fill + answer
+    assert turn.completed.tool_selection == agent_pb2.TOOL_SELECTION_EMBEDDING
+
+
+async def test_two_asks_get_two_tools_in_one_round(agent: Any) -> None:
+    turn = await converse(agent, agent_pb2.StartTurn(message="What is 23*47 and what time is it in Tokyo?"))
+    calls = tool_calls(turn)
+    assert sorted(c.tool_name for c in calls) == ["calculator", "clock"]
+    assert all(c.status == common_pb2.TOOL_CALL_STATUS_OK for c in calls)
+    assert turn.completed.tool_rounds == 1
+    assert "1081" in turn.text and "Asia/Tokyo" in turn.text
+
+
+async def test_a_follow_up_uses_the_previous_result(agent: Any) -> None:
+    first = await converse(agent, agent_pb2.StartTurn(message="What is 12*12?"))
+    assert "144" in first.text
+    second = await converse(
+        agent, agent_pb2.StartTurn(session_id=first.accepted.session_id, message="Now add 6 to that result.")
+    )
+    calls = tool_calls(second)
+    assert [c.tool_name for c in calls] == ["calculator"]
+    assert json.loads(calls[0].output_json)["result"] == 150
+    assert "150" in second.text

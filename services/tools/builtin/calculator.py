@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from services.tools.numbers import significant
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 MAX_EXPRESSION = 500
@@ -143,16 +144,6 @@ def evaluate(expression: str) -> int | float:
     return value  # type: ignore[no-any-return]
 
 
-def format_number(value: float) -> str:
-    """A result as people write it: ints whole, floats to 10 significant digits without trailing zeros."""
-    if isinstance(value, int):
-        return str(value)
-    rounded = float(f"{value:.10g}")
-    if rounded.is_integer() and abs(rounded) < 1e15:
-        return str(int(rounded))
-    return repr(rounded)
-
-
 def summarize(output: Any) -> str:
     """'23*47 = 1081.' from the tool's output; empty when the output is not the calculator's."""
     if not isinstance(output, dict):
@@ -160,7 +151,7 @@ def summarize(output: Any) -> str:
     expression, result = output.get("expression"), output.get("result")
     if not isinstance(expression, str) or isinstance(result, bool) or not isinstance(result, (int, float)):
         return ""
-    return f"{expression.strip()} = {format_number(result)}."
+    return f"{expression.strip()} = {significant(result)}."
 
 
 async def calculator(args: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from services.tools.numbers import significant
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 
@@ -157,14 +158,6 @@ def convert(value: float, source: str, target: str) -> float:
     return dst.from_base(base)
 
 
-def _format(value: float, digits: int) -> str:
-    """A number to ``digits`` significant digits, without trailing zeros ("11.0231", "212", "6.21371e-13")."""
-    rounded = float(f"{value:.{digits}g}")
-    if rounded.is_integer() and abs(rounded) < 1e15:
-        return str(int(rounded))
-    return repr(rounded)
-
-
 def summarize(output: Any) -> str:
     """'5 kg = 11.0231 lb.', in the units as they were written; empty when the output is not ours."""
     if not isinstance(output, dict):
@@ -174,7 +167,7 @@ def summarize(output: Any) -> str:
     numbers = [n for n in (value, result) if isinstance(n, (int, float)) and not isinstance(n, bool)]
     if len(numbers) != 2 or not isinstance(source, str) or not isinstance(target, str):
         return ""
-    return f"{_format(numbers[0], 10)} {source.strip()} = {_format(numbers[1], 6)} {target.strip()}."
+    return f"{significant(numbers[0], 10)} {source.strip()} = {significant(numbers[1], 6)} {target.strip()}."
 
 
 async def unit_convert(args: dict[str, Any]) -> dict[str, Any]:
