@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_PER_ROUND = 3
 #: Worked examples per prompt: enough to show the shape, few enough to keep the prompt short.
-FILL_EXAMPLES = 6
+FILL_EXAMPLES = 3
 CHOOSE_EXAMPLES_PER_TOOL = 2
 CHOOSE_NEGATIVES = 4
 
@@ -109,28 +109,53 @@ def choose_messages(
     messages: list[Message] = [Message("system", system)]
     for question, needed in by_similarity(user_message, examples):
         messages.append(Message("user", question))
-        messages.append(Message("assistant", json.dumps({"tools": needed})))
+        messages.append(Message("assistant", _compact({"tools": needed})))
     messages.append(Message("user", user_message))
     if previous_results is not None:
         messages.append(Message("user", previous_results + "\nIf these results answer my message, choose no tool."))
     return messages
 
 
-def fill_messages(tool: common_pb2.ToolSpec, user_message: str, context: str = "") -> list[Message]:
-    """The fill prompt of ``tool`` for ``user_message``; ``context`` (e.g. the previous answer) when it refers back."""
+def _compact(value: Any) -> str:
+    """JSON as the grammar lets the model write it (no whitespace): examples in another layout pull the model
+    off its own distribution at every separator (measured on the dev split: 18 → 19 of 24 exact fills)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def worked_examples(tool: common_pb2.ToolSpec) -> list[tuple[str, dict[str, Any]]]:
+    """The tool's examples that carry arguments, as (message, arguments)."""
+    return [(e.text, json.loads(e.arguments_json)) for e in tool.examples if e.arguments_json]
+
+
+def fill_messages(
+    tool: common_pb2.ToolSpec,
+    user_message: str,
+    context: str = "",
+    shots: Sequence[tuple[str, dict[str, Any]]] | None = None,
+) -> list[Message]:
+    """The fill prompt of ``tool`` for ``user_message``.
+
+    ``context`` (e.g. the previous answer) is given when the message refers
+    back. ``shots`` are the worked examples, least to most similar; by default
+    the tool's examples ordered by word overlap.
+    """
     schema = json.loads(tool.parameters_json_schema)
-    params = ", ".join(f"{k} ({v.get('type', 'any')})" for k, v in schema.get("properties", {}).items())
+    params = "; ".join(
+        f"{k} ({v.get('type', 'any')}{': ' + v['description'] if v.get('description') else ''})"
+        for k, v in schema.get("properties", {}).items()
+    )
     system = (
         f"Write the arguments of the {tool.name} tool ({tool.description}) for the user's message, as JSON. "
         f"Arguments: {params}."
     )
     if context:
         system += " When the message refers to an earlier result, use the number from the earlier conversation."
-    worked = [(e.text, json.loads(e.arguments_json)) for e in tool.examples if e.arguments_json]
+    if shots is None:
+        shots = by_similarity(user_message, worked_examples(tool))[-FILL_EXAMPLES:]
     messages: list[Message] = [Message("system", system)]
-    for question, args in by_similarity(user_message, worked)[-FILL_EXAMPLES:]:
+    for question, args in shots:
         messages.append(Message("user", question))
-        messages.append(Message("assistant", json.dumps(args)))
+        messages.append(Message("assistant", _compact(args)))
     message = f"Earlier: {context}\nNow: {user_message}" if context else user_message
     messages.append(Message("user", message))
     return messages

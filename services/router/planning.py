@@ -36,12 +36,14 @@ from services.router.generation import GenerationDone, GenerationSpec, Generator
 from services.router.grounding import ungrounded
 from services.router.metrics import RouterMetrics
 from services.router.planner import (
+    FILL_EXAMPLES,
     PlannedCall,
     choose_messages,
     choose_schema,
     fill_messages,
     parse_arguments,
     parse_choice,
+    worked_examples,
 )
 from services.router.prompt import Message
 from services.router.selector import Decision, ToolSelector
@@ -213,18 +215,18 @@ class Planner:
         """Arguments for each named tool, filled concurrently; unparseable or ungrounded fills are dropped."""
         by_name = {t.name: t for t in specs}
         context = turn.previous_answer if turn.previous_answer and _REFERS_BACK.search(turn.message) else ""
-        texts = await asyncio.gather(
-            *(
-                self.structured(
-                    fill_messages(by_name[name], segments.get(name, turn.message), context),
-                    by_name[name].parameters_json_schema,
-                    turn.priority,
-                    counters,
-                    self._fill_max_tokens,
-                )
-                for name in names
+
+        async def fill_one(name: str) -> str:
+            tool, text = by_name[name], segments.get(name, turn.message)
+            shots = None
+            if self._selector is not None:  # nearest in meaning beats nearest in words (EVAL.md)
+                shots = await self._selector.nearest(text, worked_examples(tool), FILL_EXAMPLES)
+            messages = fill_messages(tool, text, context, shots)
+            return await self.structured(
+                messages, tool.parameters_json_schema, turn.priority, counters, self._fill_max_tokens
             )
-        )
+
+        texts = await asyncio.gather(*(fill_one(name) for name in names))
         calls = []
         for name, text in zip(names, texts, strict=True):
             arguments = parse_arguments(text)

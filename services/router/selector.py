@@ -42,6 +42,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,8 @@ from services.router.embedding import Embedder, Vectors
 from services.router.no_tool_examples import NO_TOOL_EXAMPLES
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class ToolSelector:
         self._no_tool = tuple(no_tool_examples)
         self._cards: _Cards | None = None
         self._loaded_for: tuple[tuple[str, ...], ...] | None = None
+        self._example_vectors: dict[str, Vectors] = {}
 
     @property
     def loaded(self) -> bool:
@@ -170,6 +174,7 @@ class ToolSelector:
                     negatives.append(text)
                     negative_owner.append(i)
         vectors = await self._embedder.embed([*texts, *negatives])
+        self._example_vectors = dict(zip(texts, vectors[: len(texts)], strict=True))
         self._cards = _Cards(
             tools=[t.name for t in specs],
             positives=vectors[: len(texts)],
@@ -231,6 +236,16 @@ class ToolSelector:
         if not candidates:
             return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
         return Selection(Decision.AMBIGUOUS, candidates=candidates, scores=scores, none_score=whole.none_score)
+
+    async def nearest(self, text: str, examples: Sequence[tuple[str, T]], k: int) -> list[tuple[str, T]]:
+        """The ``k`` examples nearest ``text`` in meaning, least to most similar (for few-shot prompts:
+        a small model leans on the last example, so the nearest goes last)."""
+        known = [e for e in examples if e[0] in self._example_vectors]
+        if not known:
+            return list(examples[-k:])
+        vector = (await self._embedder.embed([text]))[0]
+        sims = np.stack([self._example_vectors[e[0]] for e in known]) @ vector
+        return [known[i] for i in np.argsort(sims, kind="stable")[-k:]]
 
     def _candidates(self, scores: dict[str, float], exclude: Sequence[str] = ()) -> tuple[str, ...]:
         """Tools worth asking the model about: above ``reject``, best first."""

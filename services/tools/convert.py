@@ -51,7 +51,7 @@ def spec_to_proto(tool: ToolDefinition) -> common_pb2.ToolSpec:
     return common_pb2.ToolSpec(
         name=tool.name,
         description=tool.description,
-        parameters_json_schema=json.dumps(tool.parameters, sort_keys=True),
+        parameters_json_schema=json.dumps(tool.parameters),
         version=tool.version,
         timeout=duration(tool.timeout_s),
         idempotent=tool.idempotent,
@@ -61,7 +61,7 @@ def spec_to_proto(tool: ToolDefinition) -> common_pb2.ToolSpec:
         examples=[
             common_pb2.ToolExample(
                 text=e.text,
-                arguments_json=json.dumps(e.arguments, sort_keys=True) if e.arguments is not None else "",
+                arguments_json=json.dumps(e.arguments) if e.arguments is not None else "",
             )
             for e in tool.examples
         ],

@@ -213,7 +213,14 @@ TOOL = ToolDefinition(
     description="Evaluate an arithmetic expression, e.g. '23*47', '15% of 80' or 'sqrt(2)*(3+4)'.",
     parameters={
         "type": "object",
-        "properties": {"expression": {"type": "string", "minLength": 1, "maxLength": MAX_EXPRESSION}},
+        "properties": {
+            "expression": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_EXPRESSION,
+                "description": "the arithmetic to evaluate, written with the message's numbers",
+            }
+        },
         "required": ["expression"],
         "additionalProperties": False,
     },

@@ -34,12 +34,17 @@ def _zones_by_lower_name() -> dict[str, str]:
 
 
 def resolve_zone(name: str) -> ZoneInfo:
-    """The zone ``name`` means: an exact IANA name, else a case-insensitive name or city match."""
+    """The zone ``name`` means: an exact IANA name, else a case-insensitive name or city match (also the city
+    of an area/city name whose area is wrong: a small model writes "Asia/Berlin" for Berlin)."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         pass
-    match = _zones_by_lower_name().get(" ".join(name.split()).lower())
+    by_name = _zones_by_lower_name()
+    wanted = " ".join(name.split()).lower()
+    match = by_name.get(wanted)
+    if match is None and "/" in wanted:  # "Asia/Berlin": a real city under the wrong area is still that city
+        match = by_name.get(wanted.rsplit("/", 1)[1].replace("_", " "))
     if match is None:
         raise ToolError(f"unknown time zone {name!r}; use an IANA name such as 'Asia/Tokyo'")
     return ZoneInfo(match)
@@ -117,7 +122,14 @@ def make_tool(now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) 
         description="Current date and time in an IANA time zone, e.g. 'Asia/Tokyo' or 'Europe/Paris'.",
         parameters={
             "type": "object",
-            "properties": {"timezone": {"type": "string", "minLength": 1, "maxLength": 64}},
+            "properties": {
+                "timezone": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "description": "IANA time zone of the place asked about, e.g. Europe/Berlin; UTC if none",
+                }
+            },
             "required": ["timezone"],
             "additionalProperties": False,
         },

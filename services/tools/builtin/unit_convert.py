@@ -238,9 +238,19 @@ TOOL = ToolDefinition(
     parameters={
         "type": "object",
         "properties": {
-            "value": {"type": "number"},
-            "from_unit": {"type": "string", "minLength": 1, "maxLength": 32},
-            "to_unit": {"type": "string", "minLength": 1, "maxLength": 32},
+            "value": {"type": "number", "description": "the amount to convert"},
+            "from_unit": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 32,
+                "description": "the unit the amount is given in (written right after the number)",
+            },
+            "to_unit": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 32,
+                "description": "the unit the user wants the answer in",
+            },
         },
         "required": ["value", "from_unit", "to_unit"],
         "additionalProperties": False,
