@@ -79,8 +79,12 @@ def render(event: agent_pb2.ConverseResponse, out: TextIO) -> None:
     elif kind == "turn_completed":
         done = event.turn_completed
         ttft = done.time_to_first_token.ToNanoseconds() / 1e6
-        out.write(f"\n  [{done.usage.prompt_tokens} prompt + {done.usage.completion_tokens} completion tokens, "
-                  f"{done.usage.cached_prompt_tokens} cached; first token {ttft:.0f} ms]\n")  # fmt: skip
+        selection = agent_pb2.ToolSelection.Name(done.tool_selection).removeprefix("TOOL_SELECTION_").lower()
+        out.write(
+            f"\n  [{done.generations} generations ({selection}); {done.usage.prompt_tokens} prompt + "
+            f"{done.usage.completion_tokens} completion tokens, {done.usage.cached_prompt_tokens} cached; "
+            f"first token {ttft:.0f} ms]\n"
+        )
     elif kind == "draining":
         out.write("\n  [the server is shutting down; reconnect to continue]\n")
     out.flush()

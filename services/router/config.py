@@ -43,12 +43,12 @@ class RouterConfig(RedisConfig):
         "how tools are selected: embedding (classifier, the LLM only for ambiguous messages) or llm (always the LLM)",
         choices=("embedding", "llm"),
     )
-    selector_choose: float = opt(0.50, "embedding selector: similarity that selects a tool", check=non_negative)
+    selector_choose: float = opt(0.45, "embedding selector: similarity that selects a tool", check=non_negative)
     selector_reject: float = opt(
-        0.30, "embedding selector: best similarity below which no tool is needed", check=non_negative
+        0.35, "embedding selector: best similarity below which no tool is needed", check=non_negative
     )
     selector_margin: float = opt(
-        0.05, "embedding selector: lead a tool needs over the nearest no-tool example", check=non_negative
+        0.03, "embedding selector: lead a tool needs over the nearest no-tool example", check=non_negative
     )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
 

@@ -236,7 +236,7 @@ class Planner:
             invented = ungrounded(arguments, turn.message, context)
             if invented:
                 self._drop("ungrounded")
-                log.info("dropped planned call %s%s: %s not in the conversation", name, text, invented)
+                log.warning("dropped planned call %s%s: %s not in the conversation", name, text, invented)
                 continue
             calls.append(PlannedCall(name, arguments))
         return calls

@@ -30,7 +30,8 @@ margin, the LLM only for the ambiguous band):
   tool remembers the clause that asked for it, so its arguments are filled
   from that clause alone.
 - Follow-ups. A message the selector cannot decide on its own ("And in
-  Paris?") is scored again together with the previous user message.
+  Paris?" scores low everywhere) is scored again together with the previous
+  user message; one that is itself near a no-tool example ("Thanks!") is not.
 
 Thresholds are calibrated on the development split of ``make eval`` (EVAL.md).
 """
@@ -60,9 +61,9 @@ T = TypeVar("T")
 class SelectorSettings:
     """Cosine-similarity thresholds (all-MiniLM-L6-v2 scale)."""
 
-    choose: float = 0.50
-    reject: float = 0.30
-    margin: float = 0.05
+    choose: float = 0.45
+    reject: float = 0.35
+    margin: float = 0.03
     max_tools: int = 3
 
     def __post_init__(self) -> None:
@@ -198,7 +199,7 @@ class ToolSelector:
         verdicts = [self._decide(cards, v) for v in vectors]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
-        if follow_up and whole.decision is Decision.AMBIGUOUS and verdicts[-1].decision is Decision.TOOLS:
+        if follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
             whole = verdicts[-1]
         scores = dict(whole.scores)
         for v in clause_verdicts:
@@ -246,6 +247,14 @@ class ToolSelector:
         vector = (await self._embedder.embed([text]))[0]
         sims = np.stack([self._example_vectors[e[0]] for e in known]) @ vector
         return [known[i] for i in np.argsort(sims, kind="stable")[-k:]]
+
+    def _open(self, verdict: _Verdict) -> bool:
+        """Undecided, or "no tool" only for scoring low: not a message that is itself near a no-tool
+        example ("Thanks!"), which stays no tool whatever came before."""
+        if verdict.decision is Decision.TOOLS:
+            return False
+        best = max(verdict.scores.values(), default=0.0)
+        return verdict.none_score - best < self._settings.margin
 
     def _candidates(self, scores: dict[str, float], exclude: Sequence[str] = ()) -> tuple[str, ...]:
         """Tools worth asking the model about: above ``reject``, best first."""

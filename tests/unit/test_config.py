@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from services.router.config import RouterConfig
 from services.runtime.config import ConfigError, RedisConfig, ServiceConfig, load_config, opt, positive
 
 
@@ -69,3 +70,20 @@ def test_config_is_frozen() -> None:
     config = load_config(ServiceConfig, [], {})
     with pytest.raises(AttributeError):
         config.port = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tool-selection", "magic"], "--tool-selection: 'magic' is not one of embedding, llm"),
+        (
+            ["--selector-choose", "0.2", "--selector-reject", "0.4"],
+            "--selector-reject and --selector-choose: need reject <= choose <= 1",
+        ),
+    ],
+)
+def test_router_tool_selection_settings_are_checked(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(RouterConfig, argv, {})
+    assert str(err.value) == message
+    assert load_config(RouterConfig, ["--tool-selection", "llm"], {}).tool_selection == "llm"

@@ -175,3 +175,20 @@ def test_tool_results_are_tool_messages_and_the_answer_opens_with_their_summarie
     assert "system" not in [m.role for m in prompt[1:]]
     # A successful result without a summary: the model opens the answer itself.
     assert answer_opening([result("c3", "kb_search", '{"results":[]}')]) == ""
+
+
+async def test_an_undecided_second_ask_is_left_to_the_model_not_dropped() -> None:
+    s = await selector(SelectorSettings(choose=0.6, reject=0.1, margin=0.0))
+    selection = await s.select("stock price share quote of ACME, and is the weather nice")
+    assert selection.decision is Decision.TOOLS and selection.tools == ("stocks",)
+    assert selection.undecided == (("is the weather nice", ("weather",)),)
+    # More words of the same ask are not a second ask.
+    same = await s.select("stock price share quote ACME and the share price of the stock")
+    assert same.tools == ("stocks",) and same.undecided == ()
+
+
+async def test_nearest_examples_come_least_to_most_similar() -> None:
+    s = await selector()
+    examples = [("weather forecast rain sunny Oslo", 1), ("will it rain tomorrow in Paris weather", 2)]
+    assert [n for _, n in await s.nearest("rain tomorrow in Paris", examples, 2)] == [1, 2]
+    assert [n for _, n in await s.nearest("sunny Oslo forecast", examples, 1)] == [1]
