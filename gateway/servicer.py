@@ -13,6 +13,11 @@ the stream with the router's status. Cancellation and deadlines pass through
 (the downstream call is cancelled with the client's, and gets its remaining
 time). Router errors reach the client with their status and rich details; the
 tenant travels as ``x-agentmesh-tenant``, never the client's credentials.
+
+The relay does not re-serialize: Converse and Complete responses travel from
+the router to the client as the router's bytes (both calls use an identity
+serializer), and the gateway decodes only the one message per turn it needs
+(turn completed, with usage and TTFT), found by its leading field tag.
 """
 
 from __future__ import annotations
@@ -42,12 +47,22 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 TENANT_HEADER = "x-agentmesh-tenant"
+CONVERSE = f"/{SERVICE_NAME}/Converse"
+COMPLETE = f"/{SERVICE_NAME}/Complete"
+#: The first byte of a serialized ConverseResponse whose event is turn_completed (field 5, length-delimited),
+#: and of a CompleteResponse whose event is finished (field 3): the only messages the relay decodes.
+TURN_COMPLETED_TAG = bytes([(5 << 3) | 2])
+FINISHED_TAG = bytes([(3 << 3) | 2])
 PRIORITY = {
     common_pb2.PRIORITY_UNSPECIFIED: 1,
     common_pb2.PRIORITY_P0: 0,
     common_pb2.PRIORITY_P1: 1,
     common_pb2.PRIORITY_P2: 2,
 }
+
+
+def _raw(data: bytes) -> bytes:
+    return data
 
 
 class RouterFailed(Exception):
@@ -75,15 +90,36 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         self._routers = routers
         self._limiter = limiter
         self._admission = admission
-        self._open_streams: set[Callable[[agent_pb2.ConverseResponse], Awaitable[None]]] = set()
+        self._open_streams: set[Callable[[bytes], Awaitable[None]]] = set()
 
     def service(self) -> Service:
-        return Service(SERVICE_NAME, lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server))
+        """AgentService with pass-through (bytes) responses for the two streaming methods."""
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            "Converse": grpc.stream_stream_rpc_method_handler(
+                self.Converse, request_deserializer=agent_pb2.ConverseRequest.FromString, response_serializer=_raw
+            ),
+            "Complete": grpc.unary_stream_rpc_method_handler(
+                self.Complete, request_deserializer=agent_pb2.CompleteRequest.FromString, response_serializer=_raw
+            ),
+            "GetSession": grpc.unary_unary_rpc_method_handler(
+                self.GetSession,
+                request_deserializer=agent_pb2.GetSessionRequest.FromString,
+                response_serializer=agent_pb2.GetSessionResponse.SerializeToString,
+            ),
+            "ListTools": grpc.unary_unary_rpc_method_handler(
+                self.ListTools,
+                request_deserializer=agent_pb2.ListToolsRequest.FromString,
+                response_serializer=agent_pb2.ListToolsResponse.SerializeToString,
+            ),
+        }
+        generic = grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+        return Service(SERVICE_NAME, lambda server: server.add_generic_rpc_handlers((generic,)))
 
     async def announce_draining(self) -> None:
         notice = agent_pb2.ConverseResponse(draining=agent_pb2.DrainNotice(reason="gateway shutting down"))
         notice.draining.retry_after.FromSeconds(1)
-        await asyncio.gather(*(send(notice) for send in list(self._open_streams)), return_exceptions=True)
+        data = notice.SerializeToString()
+        await asyncio.gather(*(send(data) for send in list(self._open_streams)), return_exceptions=True)
 
     # -- policy -------------------------------------------------------------
 
@@ -124,9 +160,9 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         tenant = TENANT.get()
         writing = asyncio.Lock()
 
-        async def send(message: agent_pb2.ConverseResponse) -> None:
+        async def send(message: bytes) -> None:
             async with writing:
-                await context.write(message)
+                await context.write(message)  # type: ignore[arg-type]  # bytes: the handler's serializer is _raw
 
         self._open_streams.add(send)
         downstream: Any = None
@@ -180,8 +216,10 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         key = first.start_turn.session_id or uuid.uuid4().hex
         last: grpc.aio.AioRpcError | None = None
         for target in self._candidates(key):
-            stub = agent_pb2_grpc.AgentServiceStub(self._routers.channels[target])
-            call: Any = stub.Converse(metadata=self._metadata(tenant), timeout=downstream_timeout())
+            converse = self._routers.channels[target].stream_stream(
+                CONVERSE, request_serializer=agent_pb2.ConverseRequest.SerializeToString, response_deserializer=_raw
+            )
+            call: Any = converse(metadata=self._metadata(tenant), timeout=downstream_timeout())
             try:
                 await call.write(first)
                 accepted = await call.read()
@@ -204,15 +242,15 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _pump(
         self,
         downstream: Any,
-        send: Callable[[agent_pb2.ConverseResponse], Awaitable[None]],
+        send: Callable[[bytes], Awaitable[None]],
         tenant: str,
         tickets: list[Ticket],
     ) -> None:
         try:
             while (event := await downstream.read()) is not grpc.aio.EOF:
                 await send(event)
-                if event.HasField("turn_completed") and tickets:
-                    done = event.turn_completed
+                if event[:1] == TURN_COMPLETED_TAG and tickets:  # the one message per turn decoded
+                    done = agent_pb2.ConverseResponse.FromString(event).turn_completed
                     await self._finish(tenant, tickets.pop(0), done.usage, ttft_of(done.time_to_first_token))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.CANCELLED:
@@ -221,26 +259,28 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
 
     # -- Complete, GetSession, ListTools ---------------------------------------
 
-    async def Complete(
+    async def Complete(  # type: ignore[override]  # relays the router's bytes (see module docstring)
         self,
         request: agent_pb2.CompleteRequest,
         context: grpc.aio.ServicerContext[agent_pb2.CompleteRequest, agent_pb2.CompleteResponse],
-    ) -> AsyncIterator[agent_pb2.CompleteResponse]:
+    ) -> AsyncIterator[bytes]:
         tenant = TENANT.get()
         ticket = await self._admit(tenant, request.priority)
         try:
             key = uuid.uuid4().hex
             last: grpc.aio.AioRpcError | None = None
             for target in self._candidates(key):
-                stub = agent_pb2_grpc.AgentServiceStub(self._routers.channels[target])
-                call: Any = stub.Complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
+                complete = self._routers.channels[target].unary_stream(
+                    COMPLETE, request_serializer=agent_pb2.CompleteRequest.SerializeToString, response_deserializer=_raw
+                )
+                call: Any = complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
                 sent = 0
                 try:
                     async for message in call:
                         sent += 1
                         yield message
-                        if message.HasField("finished"):
-                            f = message.finished
+                        if message[:1] == FINISHED_TAG:
+                            f = agent_pb2.CompleteResponse.FromString(message).finished
                             await self._finish(tenant, ticket, f.usage, ttft_of(f.time_to_first_token))
                     return
                 except grpc.aio.AioRpcError as exc:

@@ -6,7 +6,9 @@ Data flow::
                                                                           │ updates
     caller ◀──frames── writer task ◀── pending deltas (merged per request) ◀┘
 
-Each request task merges its engine updates into ``pending`` (one delta per
+Each request task first prepares its request (chat template, tokenization) on
+a worker thread, so a long prompt never stalls the other streams on the event
+loop; then it merges its engine updates into ``pending`` (one delta per
 request) and wakes the writer. The writer yields to the event loop once, so
 every request that advanced in the same engine step lands in the same frame,
 then sends one frame with all of them: coalescing never holds a token longer
@@ -21,7 +23,6 @@ every request is cancelled, which aborts it in the engine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -38,7 +39,7 @@ from services.inference.convert import (
     request_from_proto,
     usage_to_proto,
 )
-from services.inference.engine import Engine, FinishReason, GenerationRequest, PreparedRequest, Usage
+from services.inference.engine import Engine, FinishReason, GenerationRequest, Usage
 from services.inference.metrics import InferenceMetrics
 from services.runtime.errors import (
     AgentMeshError,
@@ -126,27 +127,25 @@ class GenerateSession:
                 default_max_tokens=self._settings.default_max_tokens,
                 max_output_tokens=self._engine.info.max_output_tokens,
             )
-            prepared = self._engine.prepare(request)
         except AgentMeshError as exc:
             self._finish_with_error(submit.request_id, exc)
             return
         timeout = submit.timeout.ToNanoseconds() / 1e9 if submit.HasField("timeout") else None
         parent = extract_context(dict(submit.trace_context))
         self._live[request.request_id] = asyncio.create_task(
-            self._traced(request, prepared, timeout, parent), name=f"generate-{request.request_id}"
+            self._traced(request, timeout, parent), name=f"generate-{request.request_id}"
         )
 
-    async def _traced(
-        self, request: GenerationRequest, prepared: PreparedRequest, timeout_s: float | None, parent: Any
-    ) -> None:
-        """The request under its own span, a child of the caller's (the stream outlives any one trace)."""
+    async def _traced(self, request: GenerationRequest, timeout_s: float | None, parent: Any) -> None:
+        """Prepare the request off the event loop, then run it under its own span, a child of the caller's
+        (the stream outlives any one trace). Rendering the chat template and tokenizing a long prompt take
+        milliseconds of CPU: on the loop they would stall every other stream of this replica."""
         attributes: dict[str, str | int] = {
             "agentmesh.request_id": request.request_id,
             "agentmesh.priority": request.priority,
-            "agentmesh.prompt_tokens": len(prepared.prompt_token_ids),
         }
-        with self._tracer.start_as_current_span("inference.generate", context=parent, attributes=attributes):
-            await self._run_request(request, prepared, timeout_s)
+        with self._tracer.start_as_current_span("inference.generate", context=parent, attributes=attributes) as span:
+            await self._run_request(request, timeout_s, span)
 
     def _abort(self, request_id: str) -> None:
         task = self._live.get(request_id)
@@ -156,9 +155,7 @@ class GenerateSession:
         self._aborted.add(request_id)
         task.cancel()
 
-    async def _run_request(
-        self, request: GenerationRequest, prepared: PreparedRequest, timeout_s: float | None
-    ) -> None:
+    async def _run_request(self, request: GenerationRequest, timeout_s: float | None, span: trace.Span) -> None:
         rid = request.request_id
         start = time.perf_counter()
         last: float | None = None
@@ -166,6 +163,8 @@ class GenerateSession:
         emitted = 0
         try:
             async with asyncio.timeout(timeout_s):
+                prepared = await asyncio.to_thread(self._engine.prepare, request)
+                span.set_attribute("agentmesh.prompt_tokens", len(prepared.prompt_token_ids))
                 async for update in self._engine.generate(prepared, f"{self._stream_id}-{rid}"):
                     now = time.perf_counter()
                     if update.token_ids and self._metrics is not None:
@@ -268,15 +267,29 @@ class GenerateSession:
         await self._write(frame)
 
     async def _write_frames(self) -> None:
+        """One frame per wake-up: the deltas of every request that advanced, plus a load report when due.
+
+        A timer marks the load report due and wakes the writer; between reports the writer sleeps on the
+        event alone (no ``wait_for``, which costs a task and a timer per frame).
+        """
+        loop = asyncio.get_running_loop()
         interval = self._settings.load_interval_s
-        next_load = time.monotonic() + interval
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, next_load - time.monotonic()))
-            # Let every request that advanced in this engine step add its delta first.
-            await asyncio.sleep(0)
-            self._wake.clear()
-            if time.monotonic() >= next_load:
-                self._load_due = True
-                next_load = time.monotonic() + interval
-            await self._flush()
+        timer: asyncio.TimerHandle | None = None
+
+        def load_due() -> None:
+            nonlocal timer
+            self._load_due = True
+            self._wake.set()
+            timer = loop.call_later(interval, load_due)
+
+        timer = loop.call_later(interval, load_due)
+        try:
+            while True:
+                await self._wake.wait()
+                # Let every request that advanced in this engine step add its delta first.
+                await asyncio.sleep(0)
+                self._wake.clear()
+                await self._flush()
+        finally:
+            if timer is not None:
+                timer.cancel()

@@ -5,8 +5,9 @@ schema). Out: ``GenerationEvent``s — text deltas, then one ``done`` with usage
 TTFT, the replica and why it was chosen.
 
 - Deterministic requests (temperature 0) are looked up in the response cache
-  (key: sha256 of model, messages, sampling, schema); a hit replays the stored
-  deltas without touching any replica, marked ``cached``.
+  (key: sha256 of model, messages, sampling, schema); an answer is stored once,
+  as its text, and a hit replays it in one delta without touching any replica,
+  marked ``cached``.
 - Candidates come from the picker, best first. A replica that fails before the
   first token is skipped invisibly. One that fails mid-answer is replaced by
   the next candidate, which continues from the text already streamed (the
@@ -24,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2
@@ -89,13 +90,6 @@ class GenerationEvent:
     done: GenerationDone | None = None
 
 
-@dataclass
-class _Attempt:
-    text: str = ""
-    deltas: list[str] = field(default_factory=list)
-    completion_tokens: int = 0
-
-
 class Generator:
     def __init__(
         self,
@@ -136,7 +130,8 @@ class Generator:
             if hit is not None:
                 stored = json.loads(hit)
                 start = time.perf_counter()
-                for text in stored["deltas"]:
+                text = stored["text"] if "text" in stored else "".join(stored["deltas"])  # "deltas": older entries
+                if text:
                     yield GenerationEvent(text=text)
                 usage = common_pb2.Usage(**stored["usage"])
                 yield GenerationEvent(
@@ -151,7 +146,10 @@ class Generator:
         if not candidates:
             raise Unavailable("no inference replica is available", retry_after_s=1.0)
         buffered = bool(spec.json_schema)
-        streamed = _Attempt()  # what the caller has already seen
+        # The answer is accumulated once, as parts: what the caller has seen (streamed) or, for a buffered
+        # (structured) generation, the current attempt's. Nothing is joined per token.
+        seen: list[str] = []
+        seen_tokens = 0
         start = time.perf_counter()
         first_token_at: float | None = None
         failovers = 0
@@ -160,76 +158,75 @@ class Generator:
             link: ReplicaLink = choice.replica  # type: ignore[assignment]
             if not link.breaker.allow():
                 continue
-            attempt = _Attempt()
-            submit = self._submit(spec, streamed.text if not buffered else "", streamed.completion_tokens)
+            parts = [] if buffered else seen
+            tokens = 0
+            submit = self._submit(spec, "".join(seen), seen_tokens)
             try:
                 async for delta in link.generate(submit):
-                    if delta.text:
-                        attempt.text += delta.text
-                        attempt.deltas.append(delta.text)
+                    text = delta.text
+                    if text:
+                        parts.append(text)
                         if first_token_at is None:
                             first_token_at = time.perf_counter()
                         if not buffered:
-                            streamed.text += delta.text
-                            streamed.deltas.append(delta.text)
-                            yield GenerationEvent(text=delta.text)
-                    attempt.completion_tokens += len(delta.token_ids)
-                    if not buffered:
-                        streamed.completion_tokens += len(delta.token_ids)
-                    if delta.HasField("result"):
-                        self._raise_for(delta.result, link, spec)
-                        link.breaker.record_success()
-                        self._picker.served(place, link)
-                        result = delta.result
-                        if buffered:
-                            for text in attempt.deltas:
-                                yield GenerationEvent(text=text)
-                            streamed = attempt
-                        usage = common_pb2.Usage()
-                        usage.CopyFrom(result.usage)
-                        usage.completion_tokens = streamed.completion_tokens
-                        ttft = (first_token_at or time.perf_counter()) - start
-                        if self._metrics is not None:
-                            self._metrics.picks.labels(link.target, choice.reason).inc()
-                        if (
-                            key is not None
-                            and self._cache is not None
-                            and result.finish_reason in (common_pb2.FINISH_REASON_STOP, common_pb2.FINISH_REASON_LENGTH)
-                        ):
-                            payload = {
-                                "deltas": streamed.deltas,
-                                "usage": {
-                                    "prompt_tokens": usage.prompt_tokens,
-                                    "completion_tokens": usage.completion_tokens,
-                                },
-                                "finish_reason": result.finish_reason,
-                            }
-                            await self._cache.set(key, json.dumps(payload).encode(), self._cache_ttl_s)
-                        yield GenerationEvent(
-                            done=GenerationDone(
-                                usage,
-                                result.finish_reason,
-                                ttft,
-                                link.target,
-                                choice.reason,
-                                failovers=failovers,
-                            )
+                            yield GenerationEvent(text=text)
+                    tokens += len(delta.token_ids)
+                    if not delta.HasField("result"):
+                        continue
+                    self._raise_for(delta.result, link, spec)
+                    link.breaker.record_success()
+                    self._picker.served(place, link)
+                    result = delta.result
+                    if buffered:
+                        seen = parts
+                        if parts:
+                            yield GenerationEvent(text="".join(parts))
+                    seen_tokens += tokens
+                    usage = common_pb2.Usage()
+                    usage.CopyFrom(result.usage)
+                    usage.completion_tokens = seen_tokens
+                    ttft = (first_token_at or time.perf_counter()) - start
+                    if self._metrics is not None:
+                        self._metrics.picks.labels(link.target, choice.reason).inc()
+                    if key is not None and result.finish_reason in (
+                        common_pb2.FINISH_REASON_STOP,
+                        common_pb2.FINISH_REASON_LENGTH,
+                    ):
+                        await self._store(key, "".join(seen), usage, result.finish_reason)
+                    yield GenerationEvent(
+                        done=GenerationDone(
+                            usage, result.finish_reason, ttft, link.target, choice.reason, failovers=failovers
                         )
-                        return
+                    )
+                    return
                 raise ReplicaDown(link.target, "stream ended without a result")
             except ReplicaDown as exc:
+                if not buffered:
+                    seen_tokens += tokens
                 link.breaker.record_failure()
                 failovers += 1
                 last_error = exc.message
-                kind = "mid_answer" if streamed.text else "before_first_token"
+                kind = "mid_answer" if seen else "before_first_token"
                 log.warning("generation failed on %s (%s); failing over (%s)", link.target, exc.message, kind)
                 if self._metrics is not None:
                     self._metrics.failovers.labels(kind).inc()
-        where = " in the middle of the answer" if streamed.text else ""
+        where = " in the middle of the answer" if seen else ""
         raise Unavailable(
             f"every inference replica failed{where}; last error: {last_error or 'none available'}",
             retry_after_s=1.0,
         )
+
+    async def _store(
+        self, key: str, text: str, usage: common_pb2.Usage, finish_reason: common_pb2.FinishReason.ValueType
+    ) -> None:
+        """The answer once, as text, to be replayed in one delta (never per token)."""
+        assert self._cache is not None
+        payload = {
+            "text": text,
+            "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+            "finish_reason": finish_reason,
+        }
+        await self._cache.set(key, json.dumps(payload).encode(), self._cache_ttl_s)
 
     def _submit(self, spec: GenerationSpec, partial: str, produced: int) -> inference_pb2.SubmitGeneration:
         submit = inference_pb2.SubmitGeneration(request_id=uuid.uuid4().hex, priority=spec.priority)

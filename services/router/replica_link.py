@@ -5,8 +5,10 @@ request's ``GenerationDelta``s, in order, ending with the one that carries the
 result. A reader task dispatches each frame's deltas to per-request queues
 and keeps the replica's latest load report. If the stream breaks, every
 request on it fails with ``ReplicaDown`` (so the caller can fail over) and the
-link reconnects with backoff. A request whose consumer goes away is aborted
-on the replica. Writes are serialised: grpc.aio allows one write in flight.
+link reconnects with backoff. A consumer that falls behind gets the deltas
+queued for it merged into one, so a slow relay sends fewer, larger messages.
+A request whose consumer goes away is aborted on the replica. Writes are
+serialised: grpc.aio allows one write in flight.
 """
 
 from __future__ import annotations
@@ -37,6 +39,29 @@ class ReplicaDown(Unavailable):
 
 
 _LINK_DOWN = object()
+
+
+def _coalesce(
+    first: inference_pb2.GenerationDelta, queue: asyncio.Queue[Any]
+) -> tuple[inference_pb2.GenerationDelta, Any]:
+    """Merge the deltas already queued behind ``first`` (a consumer that fell behind catches up in one
+    message, not one per engine step); returns the merged delta and an item it must not merge (link down)."""
+    texts, ids = [first.text], list(first.token_ids)
+    result: inference_pb2.GenerationResult | None = None
+    leftover: Any = None
+    while result is None and not queue.empty():
+        item = queue.get_nowait()
+        if isinstance(item, tuple):
+            leftover = item
+            break
+        texts.append(item.text)
+        ids.extend(item.token_ids)
+        if item.HasField("result"):
+            result = item.result
+    merged = inference_pb2.GenerationDelta(request_id=first.request_id, text="".join(texts), token_ids=ids)
+    if result is not None:
+        merged.result.CopyFrom(result)
+    return merged, leftover
 
 
 class ReplicaLink:
@@ -159,11 +184,15 @@ class ReplicaLink:
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError) as exc:
                 raise ReplicaDown(self.target, f"write failed: {exc}") from None
             self.submitted += 1
+            pending: Any = None
             while True:
-                item = await queue.get()
+                item = pending if pending is not None else await queue.get()
+                pending = None
                 if isinstance(item, tuple) and item and item[0] is _LINK_DOWN:
                     raise ReplicaDown(self.target, item[1])
                 delta: inference_pb2.GenerationDelta = item
+                if not queue.empty() and not delta.HasField("result"):
+                    delta, pending = _coalesce(delta, queue)
                 if delta.HasField("result"):
                     finished = True
                 yield delta
