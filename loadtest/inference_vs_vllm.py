@@ -101,8 +101,8 @@ async def run_ours(target: str, texts: list[str], concurrency: int, max_tokens: 
                 now = time.perf_counter()
                 for d in frame.deltas:
                     i = int(d.request_id)
-                    if d.token_ids:
-                        traces[i].chunks.append((now, len(d.token_ids)))
+                    if d.token_count:
+                        traces[i].chunks.append((now, d.token_count))
                     if d.HasField("result"):
                         if d.result.HasField("error"):
                             traces[i].error = d.result.error.message

@@ -10,8 +10,8 @@ Sections (each a ``<!-- bench:NAME -->`` block in BENCHMARKS.md, replaced on eve
   simulator replicas, multi-turn sessions sharing a system prompt, 1 and 2 routers.
 - ``tools``: three 300 ms tools in one plan vs their sum.
 - ``overload``: ~3× capacity with mixed priorities through the gateway.
-- ``wire``: gzip on/off × frame coalescing on/off on the Generate link: bytes,
-  messages per token, CPU per 1000 tokens.
+- ``wire``: gzip on/off (requests and responses both) × frame coalescing on/off
+  on the Generate link: bytes, messages per token, CPU per 1000 tokens.
 - ``vllm`` (full mode only): the inference service vs vLLM's gRPC server.
 
 ``--quick`` keeps every section small (under a minute in all, no vLLM).
@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import grpc
 import psutil
 import redis.asyncio as aioredis
 
@@ -307,7 +308,9 @@ async def wire(quick: bool) -> str:
                                                        output_tokens=tokens, max_batch=n))  # fmt: skip
             await engine.start()
             servicer = InferenceServicer(engine, SessionSettings("wire", default_max_tokens=tokens, coalesce=coalesce))
-            server = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics())
+            compression = grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression
+            # Both directions really switched: the server's responses as well as the client's requests.
+            server = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics(), compression=compression)
             await server.start()
             proxy = CountingProxy(server.port)
             port = await proxy.start()

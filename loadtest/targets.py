@@ -138,8 +138,8 @@ class InferenceTarget:
                 trace = self._traces.get(d.request_id)
                 if trace is None:
                     continue
-                if d.token_ids:
-                    trace.chunks.append((now, len(d.token_ids)))
+                if d.token_count:
+                    trace.chunks.append((now, d.token_count))
                 if d.HasField("result"):
                     if d.result.HasField("error"):
                         trace.error = f"code {d.result.error.code}"

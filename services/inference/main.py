@@ -13,6 +13,8 @@ import logging
 import sys
 from typing import Any
 
+import prometheus_client
+
 from services.inference.config import InferenceConfig, default_model_dir
 from services.inference.engine import Engine
 from services.inference.metrics import InferenceMetrics
@@ -88,12 +90,16 @@ async def serve(config: InferenceConfig) -> None:
             load_interval_s=config.load_report_interval_s,
             coalesce=config.coalesce_frames,
         ),
-        InferenceMetrics(metrics, engine.load),
+        # vLLM counts per-request latencies and tokens itself (vllm:*); the simulator does not.
+        InferenceMetrics(metrics, engine.load, per_request=config.engine != "vllm"),
         is_draining=lambda: draining,
         tracer=tracer_provider.get_tracer("agentmesh.inference"),
     )
     server = MeshServer(config, [servicer.service()], metrics=metrics, tracer_provider=tracer_provider)
-    metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
+    also = [prometheus_client.REGISTRY] if config.engine == "vllm" else []  # vLLM registers vllm:* there
+    metrics_server = (
+        MetricsServer(metrics, config.host, config.metrics_port, also=also) if config.metrics_port >= 0 else None
+    )
     await server.start(serving=False)
     starting: asyncio.Future[Any] = asyncio.ensure_future(engine.start())
     await asyncio.wait([stop, starting], return_when=asyncio.FIRST_COMPLETED)

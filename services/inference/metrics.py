@@ -1,4 +1,13 @@
-"""Inference metrics: TTFT, inter-token latency, end-to-end latency, tokens, queue depth, cache hits."""
+"""Inference metrics: what only the service knows, plus per-request latencies where the engine has none.
+
+vLLM exports its own Prometheus metrics (``vllm:*``: TTFT, inter-token
+latency, end-to-end latency, tokens, prefix-cache hits) from the same process;
+the service serves that registry beside its own and does not recompute them
+per token in Python (``per_request=False``). The simulator has no metrics of its
+own, so for it the service measures them (``per_request=True``). Always ours:
+finished requests by reason (aborts by the caller are ours to know), and the
+load gauges the router and the autoscaler read.
+"""
 
 from __future__ import annotations
 
@@ -15,29 +24,10 @@ ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1
 class InferenceMetrics:
     """Registered on the process's registry; load gauges read the engine when scraped."""
 
-    def __init__(self, metrics: Metrics, load: Callable[[], Load]) -> None:
+    def __init__(self, metrics: Metrics, load: Callable[[], Load], *, per_request: bool = True) -> None:
         ns, reg = metrics.namespace, metrics.registry
-        self.ttft = Histogram(
-            "inference_time_to_first_token_seconds",
-            "Submit to first token.",
-            namespace=ns,
-            registry=reg,
-            buckets=LATENCY_BUCKETS,
-        )
-        self.itl = Histogram(
-            "inference_inter_token_latency_seconds",
-            "Time between consecutive tokens of a request.",
-            namespace=ns,
-            registry=reg,
-            buckets=ITL_BUCKETS,
-        )
-        self.e2e = Histogram(
-            "inference_e2e_latency_seconds",
-            "Submit to last token.",
-            namespace=ns,
-            registry=reg,
-            buckets=LATENCY_BUCKETS,
-        )
+        #: Whether the service measures per-request latencies and tokens (the engine exports none of its own).
+        self.per_request = per_request
         self.requests = Counter(
             "inference_requests",
             "Finished generations by finish reason.",
@@ -45,13 +35,37 @@ class InferenceMetrics:
             namespace=ns,
             registry=reg,
         )
-        self.prompt_tokens = Counter("inference_prompt_tokens", "Prompt tokens.", namespace=ns, registry=reg)
-        self.completion_tokens = Counter("inference_completion_tokens", "Generated tokens.", namespace=ns, registry=reg)
+        reg_or_none = reg if per_request else None  # unregistered: never scraped, never fed
+        self.ttft = Histogram(
+            "inference_time_to_first_token_seconds",
+            "Submit to first token.",
+            namespace=ns,
+            registry=reg_or_none,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.itl = Histogram(
+            "inference_inter_token_latency_seconds",
+            "Time between consecutive tokens of a request.",
+            namespace=ns,
+            registry=reg_or_none,
+            buckets=ITL_BUCKETS,
+        )
+        self.e2e = Histogram(
+            "inference_e2e_latency_seconds",
+            "Submit to last token.",
+            namespace=ns,
+            registry=reg_or_none,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.prompt_tokens = Counter("inference_prompt_tokens", "Prompt tokens.", namespace=ns, registry=reg_or_none)
+        self.completion_tokens = Counter(
+            "inference_completion_tokens", "Generated tokens.", namespace=ns, registry=reg_or_none
+        )
         self.cached_prompt_tokens = Counter(
             "inference_cached_prompt_tokens",
             "Prompt tokens served from the prefix cache.",
             namespace=ns,
-            registry=reg,
+            registry=reg_or_none,
         )
         running = Gauge("inference_running_requests", "Requests running in the engine.", namespace=ns, registry=reg)
         running.set_function(lambda: load().running)

@@ -85,6 +85,7 @@ class GenerateSession:
         self._stream_id = uuid.uuid4().hex[:12]
         self._live: dict[str, asyncio.Task[None]] = {}
         self._aborted: set[str] = set()
+        self._with_ids: set[str] = set()  # requests that asked for token ids
         self._pending: dict[str, inference_pb2.GenerationDelta] = {}
         self._wake = asyncio.Event()
         self._writing = asyncio.Lock()
@@ -132,6 +133,8 @@ class GenerateSession:
             return
         timeout = submit.timeout.ToNanoseconds() / 1e9 if submit.HasField("timeout") else None
         parent = extract_context(dict(submit.trace_context))
+        if submit.return_token_ids:
+            self._with_ids.add(request.request_id)
         self._live[request.request_id] = asyncio.create_task(
             self._traced(request, timeout, parent), name=f"generate-{request.request_id}"
         )
@@ -167,7 +170,7 @@ class GenerateSession:
                 span.set_attribute("agentmesh.prompt_tokens", len(prepared.prompt_token_ids))
                 async for update in self._engine.generate(prepared, f"{self._stream_id}-{rid}"):
                     now = time.perf_counter()
-                    if update.token_ids and self._metrics is not None:
+                    if update.token_ids and self._metrics is not None and self._metrics.per_request:
                         if last is None:
                             self._metrics.ttft.observe(now - start)
                         else:
@@ -181,7 +184,9 @@ class GenerateSession:
                         emitted += len(update.token_ids)
                     delta = self._delta(rid)
                     delta.text += update.text
-                    delta.token_ids.extend(update.token_ids)
+                    delta.token_count += len(update.token_ids)
+                    if rid in self._with_ids:
+                        delta.token_ids.extend(update.token_ids)
                     if update.finished is not None:
                         f = update.finished
                         result = delta.result
@@ -214,11 +219,14 @@ class GenerateSession:
         finally:
             self._live.pop(rid, None)
             self._aborted.discard(rid)
+            self._with_ids.discard(rid)
 
     def _record_finish(self, reason: FinishReason, elapsed: float, usage: Usage) -> None:
         if self._metrics is None:
             return
         self._metrics.requests.labels(reason.value).inc()
+        if not self._metrics.per_request:
+            return
         self._metrics.e2e.observe(elapsed)
         self._metrics.prompt_tokens.inc(usage.prompt_tokens)
         self._metrics.completion_tokens.inc(usage.completion_tokens)

@@ -170,7 +170,7 @@ class Generator:
                             first_token_at = time.perf_counter()
                         if not buffered:
                             yield GenerationEvent(text=text)
-                    tokens += len(delta.token_ids)
+                    tokens += delta.token_count
                     if not delta.HasField("result"):
                         continue
                     self._raise_for(delta.result, link, spec)

@@ -46,7 +46,7 @@ def _coalesce(
 ) -> tuple[inference_pb2.GenerationDelta, Any]:
     """Merge the deltas already queued behind ``first`` (a consumer that fell behind catches up in one
     message, not one per engine step); returns the merged delta and an item it must not merge (link down)."""
-    texts, ids = [first.text], list(first.token_ids)
+    texts, count = [first.text], first.token_count
     result: inference_pb2.GenerationResult | None = None
     leftover: Any = None
     while result is None and not queue.empty():
@@ -55,10 +55,10 @@ def _coalesce(
             leftover = item
             break
         texts.append(item.text)
-        ids.extend(item.token_ids)
+        count += item.token_count
         if item.HasField("result"):
             result = item.result
-    merged = inference_pb2.GenerationDelta(request_id=first.request_id, text="".join(texts), token_ids=ids)
+    merged = inference_pb2.GenerationDelta(request_id=first.request_id, text="".join(texts), token_count=count)
     if result is not None:
         merged.result.CopyFrom(result)
     return merged, leftover

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics_core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +81,25 @@ class Metrics:
         )
 
 
-class MetricsServer:
-    """The HTTP endpoint (``/metrics``) of one registry, on a daemon thread."""
+class _Union:
+    """Several registries scraped as one (ours, and a library's own such as vLLM's global one)."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+    def __init__(self, registries: Sequence[CollectorRegistry]) -> None:
+        self._registries = registries
+
+    def collect(self) -> Iterator[Metric]:
+        for registry in self._registries:
+            yield from registry.collect()
+
+
+class MetricsServer:
+    """The HTTP endpoint (``/metrics``) of the process's registry (and ``also``), on a daemon thread."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int, *, also: Sequence[CollectorRegistry] = ()) -> None:
         self._server: WSGIServer
         self._thread: threading.Thread
-        self._server, self._thread = start_http_server(port, addr=host, registry=metrics.registry)
+        registry: Any = _Union([metrics.registry, *also]) if also else metrics.registry
+        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         self.port: int = self._server.server_port
         log.info("metrics on http://%s:%d/metrics", host, self.port)
 

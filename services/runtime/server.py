@@ -75,7 +75,9 @@ class MeshServer:
         metrics: Metrics,
         tracer_provider: trace.TracerProvider | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+        compression: grpc.Compression = grpc.Compression.Gzip,
     ) -> None:
+        """``compression`` is the default for responses (benchmarks switch it off to measure both ways)."""
         chain: list[grpc.aio.ServerInterceptor] = [RequestIdInterceptor()]
         if tracer_provider is not None:
             chain.append(ServerTracingInterceptor(tracer_provider))
@@ -86,7 +88,7 @@ class MeshServer:
             interceptors=chain,
             options=server_options(config.max_message_bytes),
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
-            compression=grpc.Compression.Gzip,
+            compression=compression,
         )
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)

@@ -99,7 +99,7 @@ async def test_eight_concurrent_requests_complete_in_order(vllm_replica: VllmRep
         deltas = stream.got.deltas[f"q{i}"]
         assert all(not d.HasField("result") for d in deltas[:-1]) and deltas[-1].HasField("result")
         result = deltas[-1].result
-        assert result.usage.completion_tokens == sum(len(d.token_ids) for d in deltas) > 0
+        assert result.usage.completion_tokens == sum(d.token_count for d in deltas) > 0
     assert max(len(f.deltas) for f in stream.got.frames) > 1  # coalesced across requests
     assert vllm_replica.engine.unfinished_requests() == 0
 

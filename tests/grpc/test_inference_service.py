@@ -62,6 +62,18 @@ async def replica(start_server: StartServer, open_channel: OpenChannel) -> Async
     await engine.close()
 
 
+async def test_token_ids_travel_only_when_asked_for(replica: Replica) -> None:
+    stream = GenerateStream(replica.channel)
+    with_ids = submit("ids", "prompt with ids", max_tokens=8)
+    with_ids.submit.return_token_ids = True
+    await stream.send(with_ids, submit("counts", "prompt with counts only", max_tokens=8))
+    await stream.wait("ids", "counts")
+    await stream.close()
+    ids, counts = stream.got.deltas["ids"], stream.got.deltas["counts"]
+    assert sum(len(d.token_ids) for d in ids) == sum(d.token_count for d in ids) == 8
+    assert sum(len(d.token_ids) for d in counts) == 0 and sum(d.token_count for d in counts) == 8
+
+
 async def test_eight_concurrent_requests_on_one_stream_complete_in_order(replica: Replica) -> None:
     stream = GenerateStream(replica.channel)
     ids = [f"r{i}" for i in range(8)]
@@ -73,7 +85,7 @@ async def test_eight_concurrent_requests_on_one_stream_complete_in_order(replica
         assert [d.HasField("result") for d in deltas] == [False] * (len(deltas) - 1) + [True]
         result = stream.got.result(rid)
         assert result.finish_reason == common_pb2.FINISH_REASON_LENGTH
-        assert result.usage.completion_tokens == 12 == sum(len(d.token_ids) for d in deltas)
+        assert result.usage.completion_tokens == 12 == sum(d.token_count for d in deltas)
         assert result.usage.prompt_tokens == 3
         assert result.HasField("time_to_first_token")
     # Deltas of requests advancing in the same engine step share a frame.

@@ -82,7 +82,7 @@ class GenerateStream:
             for delta in frame.deltas:
                 assert not self.got.done[delta.request_id].is_set(), f"delta after the end of {delta.request_id}"
                 self.got.deltas[delta.request_id].append(delta)
-                if delta.token_ids:
+                if delta.token_count:
                     self.got.first[delta.request_id].set()
                 if delta.HasField("result"):
                     self.got.done[delta.request_id].set()

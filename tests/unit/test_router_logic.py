@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import dataclass
 
+from agentmesh.common.v1 import common_pb2
+from agentmesh.inference.v1 import inference_pb2
 from services.router.grounding import ungrounded
 from services.router.picker import (
     LeastLoadedPicker,
@@ -15,6 +18,7 @@ from services.router.picker import (
 )
 from services.router.planner import by_similarity, choose_schema, fill_messages, parse_choice
 from services.router.prompt import Message, PastTurn, history_messages
+from services.router.replica_link import _LINK_DOWN, _coalesce
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
 
@@ -138,3 +142,22 @@ def test_fill_prompt_takes_its_worked_examples_from_the_tool_spec() -> None:
     assert messages[-1] == Message("user", "What is 23*47?")
     with_context = fill_messages(calculator, "Now add 6 to that result.", context="12*12 = 144.")
     assert with_context[-1].content == "Earlier: 12*12 = 144.\nNow: Now add 6 to that result."
+
+
+async def test_a_consumer_that_fell_behind_gets_its_queued_deltas_in_one() -> None:
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    for text in ("lo", " wor", "ld"):
+        queue.put_nowait(inference_pb2.GenerationDelta(request_id="r", text=text, token_count=1))
+    last = inference_pb2.GenerationDelta(request_id="r", text="!", token_count=1)
+    last.result.finish_reason = common_pb2.FINISH_REASON_STOP
+    queue.put_nowait(last)
+    queue.put_nowait(inference_pb2.GenerationDelta(request_id="r", text="never"))  # after the end: not merged
+    first = inference_pb2.GenerationDelta(request_id="r", text="Hel", token_count=2)
+    merged, leftover = _coalesce(first, queue)
+    assert (merged.text, merged.token_count, merged.result.finish_reason) == ("Hello world!", 6, 1)
+    assert leftover is None and queue.qsize() == 1
+    queue = asyncio.Queue()
+    queue.put_nowait(inference_pb2.GenerationDelta(request_id="r", text="b", token_count=1))
+    queue.put_nowait((_LINK_DOWN, "gone"))
+    merged, leftover = _coalesce(inference_pb2.GenerationDelta(request_id="r", text="a"), queue)
+    assert merged.text == "ab" and not merged.HasField("result") and leftover == (_LINK_DOWN, "gone")

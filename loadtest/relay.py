@@ -1,0 +1,181 @@
+"""What relaying tokens costs the mesh's Python hops: CPU per 1000 tokens, the relay ceiling, the idle floor.
+
+``python -m loadtest.relay [--tree DIR ...] [--rounds N]``
+
+For each tree (default: this checkout; give two to compare a change with its
+base, e.g. a ``git worktree`` of the previous commit), the mesh runs as real
+processes (``agentmesh up --no-vllm --sim-replicas 1``) and is measured in
+three phases, trees interleaved round by round so machine noise hits both:
+
+- **cadence** — the simulator at a fixed 20 ms per token, Complete calls
+  through the gateway (64 calls × 64 tokens, 16 at a time): CPU seconds per
+  1000 relayed tokens of the gateway, the router and the replica;
+- **ceiling** — the simulator flat out (no step time), 64 concurrent Complete
+  calls × 256 tokens: relayed tokens per second, and CPU per 1000 tokens per hop;
+- **idle** — 10 s with open channels and no traffic: cores used per process.
+
+The client (this process) is not counted. Results print as markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from loadtest.cpu import CpuMeter
+from loadtest.runner import LoadShape, drive
+from loadtest.suite import API_KEY, free_port
+from loadtest.targets import AgentTarget
+from loadtest.workloads import build
+from services.runtime.health import wait_serving
+
+ROOT = Path(__file__).resolve().parent.parent
+HOPS = ("gateway", "router", "inference")
+MARKERS = {"inference": "services.inference", "router": "services.router", "gateway": "-m gateway"}
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    decode_s: float
+    calls: int
+    tokens: int
+    concurrency: int
+
+
+CADENCE = Phase("cadence", 0.02, 64, 64, 16)
+CEILING = Phase("ceiling", 0.0, 64, 256, 64)
+
+
+@dataclass
+class Totals:
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(HOPS, 0.0))
+    tokens: int = 0
+    wall_s: float = 0.0
+    idle_cores: dict[str, float] = field(default_factory=lambda: dict.fromkeys(HOPS, 0.0))
+    idle_s: float = 0.0
+
+
+class MeshProcess:
+    """``agentmesh up`` from one tree, on free ports, with a simulator at ``decode_s`` per step."""
+
+    def __init__(self, tree: Path, decode_s: float, output_tokens: int) -> None:
+        self.tree = tree
+        self.ports = {k: free_port() for k in ("gateway", "router", "tools", "inference")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(tree),
+            "AGENTMESH_GATEWAY_API_KEYS": f"bench:{API_KEY}",
+            "AGENTMESH_INFERENCE_SIM_DECODE_BASE_S": str(decode_s),
+            "AGENTMESH_INFERENCE_SIM_DECODE_PER_SEQ_S": "0",
+            "AGENTMESH_INFERENCE_SIM_PREFILL_S_PER_TOKEN": "0",
+            "AGENTMESH_INFERENCE_SIM_OUTPUT_TOKENS": str(output_tokens),
+            "AGENTMESH_INFERENCE_SIM_MAX_BATCH": "256",
+            "AGENTMESH_GATEWAY_RATE_RPS": "100000",
+            "AGENTMESH_GATEWAY_RATE_BURST": "100000",
+            "AGENTMESH_GATEWAY_RATE_WINDOW_MAX": "10000000",
+            "AGENTMESH_GATEWAY_RATE_TOKENS_PER_MIN": "1000000000",
+            "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "1000000000",
+            "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
+            "AGENTMESH_LOG_LEVEL": "warning",
+        }
+        ports = self.ports
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "1", "--no-metrics",
+             "--gateway-port", str(ports["gateway"]), "--router-port", str(ports["router"]),
+             "--tools-port", str(ports["tools"]), "--inference-port", str(ports["inference"])],
+            cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        self.pids: dict[str, int] = {}
+
+    async def start(self) -> None:
+        await wait_serving(f"127.0.0.1:{self.ports['gateway']}", within_s=120)
+        for child in psutil.Process(self.proc.pid).children():
+            cmd = " ".join(child.cmdline())
+            for name, marker in MARKERS.items():
+                if marker in cmd:
+                    self.pids[name] = child.pid
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGINT)
+        self.proc.wait(60)
+
+
+async def measure(tree: Path, phase: Phase, totals: Totals, *, idle_s: float = 0.0) -> None:
+    mesh = MeshProcess(tree, phase.decode_s, phase.tokens)
+    try:
+        await mesh.start()
+        target = AgentTarget(f"127.0.0.1:{mesh.ports['gateway']}", api_key=API_KEY, name=phase.name)
+        await target.start()
+        await drive(target, build("chat", 4, max_tokens=phase.tokens), LoadShape(concurrency=2), progress=False)
+        meter = CpuMeter(mesh.pids)
+        meter.start()
+        requests = build("chat", phase.calls + 2, max_tokens=phase.tokens)
+        traces, wall = await drive(target, requests, LoadShape(concurrency=phase.concurrency), progress=False)
+        for hop, secs in meter.stop().items():
+            totals.cpu[hop] += secs
+        totals.tokens += sum(t.tokens for t in traces if not t.warmup and t.error is None)
+        totals.wall_s += wall
+        if idle_s:
+            await asyncio.sleep(2)  # let the last streams close
+            meter.start()
+            await asyncio.sleep(idle_s)
+            for hop, secs in meter.stop().items():
+                totals.idle_cores[hop] += secs / idle_s
+            totals.idle_s += 1
+        await target.close()
+    finally:
+        mesh.stop()
+
+
+async def run(trees: list[Path], rounds: int) -> str:
+    results: dict[tuple[str, str], Totals] = {}
+    for _ in range(rounds):
+        for tree in trees:
+            for phase in (CADENCE, CEILING):
+                totals = results.setdefault((str(tree), phase.name), Totals())
+                await measure(tree, phase, totals, idle_s=10.0 if phase is CADENCE else 0.0)
+    lines = [
+        f"{rounds} round(s), trees interleaved; client CPU not counted.",
+        "",
+        "| tree | phase | tokens/s | " + " | ".join(f"{h} CPU-s/1k tok" for h in HOPS) + " | gateway+router |",
+        "|---|---|---:|" + "---:|" * (len(HOPS) + 1),
+    ]
+    for (tree_name, phase_name), t in results.items():
+        per = {h: t.cpu[h] * 1000 / max(1, t.tokens) for h in HOPS}
+        lines.append(
+            f"| {tree_name} | {phase_name} | {t.tokens / max(t.wall_s, 1e-9):.0f} | "
+            + " | ".join(f"{per[h]:.3f}" for h in HOPS)
+            + f" | {per['gateway'] + per['router']:.3f} |"
+        )
+    lines += ["", "Idle floor (cores used with open channels and no traffic, 10 s per round):", ""]
+    lines += ["| tree | " + " | ".join(HOPS) + " |", "|---|" + "---:|" * len(HOPS)]
+    for (tree_name, phase_name), t in results.items():
+        if phase_name == CADENCE.name and t.idle_s:
+            lines.append(f"| {tree_name} | " + " | ".join(f"{t.idle_cores[h] / t.idle_s:.4f}" for h in HOPS) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.relay", description=__doc__.split("\n")[0])
+    parser.add_argument("--tree", action="append", type=Path, help="checkout to start the mesh from (repeatable)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    trees = [t.resolve() for t in (args.tree or [ROOT])]
+    started = time.time()
+    print(asyncio.run(run(trees, args.rounds)))
+    print(f"\n({time.time() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
