@@ -1,11 +1,12 @@
 """What relaying tokens costs the mesh's Python hops: CPU per 1000 tokens, the relay ceiling, the idle floor.
 
-``python -m loadtest.relay [--tree DIR ...] [--rounds N]``
+``python -m loadtest.relay [--variant NAME=DIR[,VAR=VALUE...] ...] [--rounds N]``
 
-For each tree (default: this checkout; give two to compare a change with its
-base, e.g. a ``git worktree`` of the previous commit), the mesh runs as real
+For each variant — a checkout (default: this one; a ``git worktree`` of the
+previous commit compares a change with its base) and extra environment for
+the mesh (e.g. ``AGENTMESH_ROUTER_STREAM_FLUSH_MS=50``) — the mesh runs as real
 processes (``agentmesh up --no-vllm --sim-replicas 1``) and is measured in
-three phases, trees interleaved round by round so machine noise hits both:
+three phases, variants interleaved round by round so machine noise hits all:
 
 - **cadence** — the simulator at a fixed 20 ms per token, Complete calls
   through the gateway (64 calls × 64 tokens, 16 at a time): CPU seconds per
@@ -68,7 +69,7 @@ class Totals:
 class MeshProcess:
     """``agentmesh up`` from one tree, on free ports, with a simulator at ``decode_s`` per step."""
 
-    def __init__(self, tree: Path, decode_s: float, output_tokens: int) -> None:
+    def __init__(self, tree: Path, decode_s: float, output_tokens: int, extra_env: dict[str, str]) -> None:
         self.tree = tree
         self.ports = {k: free_port() for k in ("gateway", "router", "tools", "inference")}
         env = {
@@ -87,6 +88,7 @@ class MeshProcess:
             "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "1000000000",
             "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
             "AGENTMESH_LOG_LEVEL": "warning",
+            **extra_env,
         }
         ports = self.ports
         self.proc = subprocess.Popen(
@@ -110,8 +112,22 @@ class MeshProcess:
         self.proc.wait(60)
 
 
-async def measure(tree: Path, phase: Phase, totals: Totals, *, idle_s: float = 0.0) -> None:
-    mesh = MeshProcess(tree, phase.decode_s, phase.tokens)
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    tree: Path
+    env: dict[str, str]
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        name, _, rest = text.partition("=")
+        tree, *pairs = rest.split(",") if rest else [str(ROOT)]
+        env = dict(p.split("=", 1) for p in pairs)
+        return cls(name, Path(tree).resolve(), env)
+
+
+async def measure(variant: Variant, phase: Phase, totals: Totals, *, idle_s: float = 0.0) -> None:
+    mesh = MeshProcess(variant.tree, phase.decode_s, phase.tokens, variant.env)
     try:
         await mesh.start()
         target = AgentTarget(f"127.0.0.1:{mesh.ports['gateway']}", api_key=API_KEY, name=phase.name)
@@ -137,17 +153,17 @@ async def measure(tree: Path, phase: Phase, totals: Totals, *, idle_s: float = 0
         mesh.stop()
 
 
-async def run(trees: list[Path], rounds: int) -> str:
+async def run(variants: list[Variant], rounds: int) -> str:
     results: dict[tuple[str, str], Totals] = {}
     for _ in range(rounds):
-        for tree in trees:
+        for variant in variants:
             for phase in (CADENCE, CEILING):
-                totals = results.setdefault((str(tree), phase.name), Totals())
-                await measure(tree, phase, totals, idle_s=10.0 if phase is CADENCE else 0.0)
+                totals = results.setdefault((variant.name, phase.name), Totals())
+                await measure(variant, phase, totals, idle_s=10.0 if phase is CADENCE else 0.0)
     lines = [
         f"{rounds} round(s), trees interleaved; client CPU not counted.",
         "",
-        "| tree | phase | tokens/s | " + " | ".join(f"{h} CPU-s/1k tok" for h in HOPS) + " | gateway+router |",
+        "| variant | phase | tokens/s | " + " | ".join(f"{h} CPU-s/1k tok" for h in HOPS) + " | gateway+router |",
         "|---|---|---:|" + "---:|" * (len(HOPS) + 1),
     ]
     for (tree_name, phase_name), t in results.items():
@@ -158,7 +174,7 @@ async def run(trees: list[Path], rounds: int) -> str:
             + f" | {per['gateway'] + per['router']:.3f} |"
         )
     lines += ["", "Idle floor (cores used with open channels and no traffic, 10 s per round):", ""]
-    lines += ["| tree | " + " | ".join(HOPS) + " |", "|---|" + "---:|" * len(HOPS)]
+    lines += ["| variant | " + " | ".join(HOPS) + " |", "|---|" + "---:|" * len(HOPS)]
     for (tree_name, phase_name), t in results.items():
         if phase_name == CADENCE.name and t.idle_s:
             lines.append(f"| {tree_name} | " + " | ".join(f"{t.idle_cores[h] / t.idle_s:.4f}" for h in HOPS) + " |")
@@ -167,12 +183,14 @@ async def run(trees: list[Path], rounds: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.relay", description=__doc__.split("\n")[0])
-    parser.add_argument("--tree", action="append", type=Path, help="checkout to start the mesh from (repeatable)")
+    parser.add_argument(
+        "--variant", action="append", type=Variant.parse, help="NAME=DIR[,VAR=VALUE...] (repeatable; default: here)"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    trees = [t.resolve() for t in (args.tree or [ROOT])]
+    variants = args.variant or [Variant("this checkout", ROOT, {})]
     started = time.time()
-    print(asyncio.run(run(trees, args.rounds)))
+    print(asyncio.run(run(variants, args.rounds)))
     print(f"\n({time.time() - started:.0f} s)", file=sys.stderr)
     return 0
 

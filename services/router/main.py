@@ -85,6 +85,7 @@ def build_router(
         metrics=router_metrics,
         model_id=config.model_id,
         cache_ttl_s=config.response_cache_ttl_s,
+        flush_s=config.stream_flush_ms / 1000,
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("agentmesh.router")
     selector = None

@@ -146,6 +146,17 @@ async def test_replica_dying_mid_answer_fails_over_and_is_skipped(redis_client: 
         await mesh.close()
 
 
+async def test_flush_interval_sends_the_same_text_in_fewer_messages(mesh: Mesh) -> None:
+    every_step = await mesh.add_router(response_cache_ttl_s=0)
+    merged = await mesh.add_router(response_cache_ttl_s=0, stream_flush_ms=60_000)
+    request = agent_pb2.CompleteRequest(prompt="tell me a story", sampling=common_pb2.SamplingParams(temperature=0))
+    runs = [[m async for m in stub.Complete(request)] for stub in (every_step, merged)]
+    deltas = [[m.text_delta.text for m in run if m.HasField("text_delta")] for run in runs]
+    assert "".join(deltas[0]) == "".join(deltas[1]) != ""
+    assert len(deltas[0]) > 2 and len(deltas[1]) == 2  # the first text at once, the rest with the result
+    assert deltas[1][0] == deltas[0][0]
+
+
 async def test_response_cache_replays_without_touching_the_engine(mesh: Mesh) -> None:
     stub = await mesh.add_router()
     request = agent_pb2.CompleteRequest(prompt="say something", sampling=common_pb2.SamplingParams(temperature=0))
