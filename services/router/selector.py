@@ -151,6 +151,7 @@ class ToolSelector:
         self._cards: _Cards | None = None
         self._loaded_for: tuple[tuple[str, ...], ...] | None = None
         self._example_vectors: dict[str, Vectors] = {}
+        self._recent: dict[str, Vectors] = {}  # the last message's texts and vectors
 
     @property
     def loaded(self) -> bool:
@@ -196,6 +197,7 @@ class ToolSelector:
         if follow_up:
             texts.append(follow_up)
         vectors = await self._embedder.embed(texts)
+        self._recent = dict(zip(texts, vectors, strict=True))  # nearest() reuses them for this message's fills
         verdicts = [self._decide(cards, v) for v in vectors]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
@@ -244,7 +246,9 @@ class ToolSelector:
         known = [e for e in examples if e[0] in self._example_vectors]
         if not known:
             return list(examples[-k:])
-        vector = (await self._embedder.embed([text]))[0]
+        vector = self._recent.get(text)
+        if vector is None:
+            vector = (await self._embedder.embed([text]))[0]
         sims = np.stack([self._example_vectors[e[0]] for e in known]) @ vector
         return [known[i] for i in np.argsort(sims, kind="stable")[-k:]]
 
