@@ -91,12 +91,12 @@ class MeshProcess:
             **extra_env,
         }
         ports = self.ports
+        command = [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "1", "--no-metrics"]
+        for service in ("gateway", "router", "tools", "inference"):
+            command += [f"--{service}-port", str(ports[service])]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "1", "--no-metrics",
-             "--gateway-port", str(ports["gateway"]), "--router-port", str(ports["router"]),
-             "--tools-port", str(ports["tools"]), "--inference-port", str(ports["inference"])],
-            cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         self.pids: dict[str, int] = {}
 
     async def start(self) -> None:
