@@ -11,6 +11,11 @@ replica shares one budget per tenant:
 - sliding window: at most ``window_max`` requests in any ``window_s`` seconds
   (a sorted set of request timestamps).
 
+Time is Redis's own (``TIME`` inside the scripts), never the caller's: replicas
+whose clocks disagree would otherwise refill a shared bucket by the skew, or
+starve it. Redis 7 replicates scripts by their effects, so a script may read
+the clock before writing.
+
 A rejection carries how long to wait (the latest of the three). The
 in-process ``MemoryRateLimiter`` has the same rules and is used only when
 configured explicitly (``--rate-limit-backend memory``): it does not share a
@@ -28,11 +33,12 @@ from typing import Protocol
 import redis.asyncio as aioredis
 
 CHECK = """
-local now = tonumber(ARGV[1])
-local rps, burst = tonumber(ARGV[2]), tonumber(ARGV[3])
-local tpm, tburst = tonumber(ARGV[4]), tonumber(ARGV[5])
-local window, wmax = tonumber(ARGV[6]), tonumber(ARGV[7])
-local member, ttl = ARGV[8], tonumber(ARGV[9])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local rps, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tpm, tburst = tonumber(ARGV[3]), tonumber(ARGV[4])
+local window, wmax = tonumber(ARGV[5]), tonumber(ARGV[6])
+local member, ttl = ARGV[7], tonumber(ARGV[8])
 
 local r = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
 local req = tonumber(r[1]) or burst
@@ -65,8 +71,9 @@ return {1, '0'}
 """
 
 CHARGE = """
-local now = tonumber(ARGV[1])
-local tpm, tburst, cost, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local tpm, tburst, cost, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local r = redis.call('HMGET', KEYS[1], 'tok', 'ts')
 local tok = tonumber(r[1]) or tburst
 local ts = tonumber(r[2]) or now
@@ -113,19 +120,16 @@ class RedisRateLimiter:
 
     async def check(self, tenant: str) -> Decision:
         lim = self.limits
-        allowed, wait = await self._check(
-            keys=self._keys(tenant),
-            args=[time.time(), lim.rps, lim.burst, lim.tokens_per_min, lim.token_burst, lim.window_s,
-                  lim.window_max, uuid.uuid4().hex, self._ttl],
-        )  # fmt: skip
+        args = [lim.rps, lim.burst, lim.tokens_per_min, lim.token_burst, lim.window_s, lim.window_max]
+        allowed, wait = await self._check(keys=self._keys(tenant), args=[*args, uuid.uuid4().hex, self._ttl])
         return Decision(bool(int(allowed)), float(wait))
 
     async def charge(self, tenant: str, tokens: int) -> None:
         if tokens <= 0:
             return
         lim = self.limits
-        await self._charge(keys=self._keys(tenant)[:1],
-                           args=[time.time(), lim.tokens_per_min, lim.token_burst, tokens, self._ttl])  # fmt: skip
+        args = [lim.tokens_per_min, lim.token_burst, tokens, self._ttl]
+        await self._charge(keys=self._keys(tenant)[:1], args=args)
 
 
 class MemoryRateLimiter:

@@ -12,11 +12,11 @@ import hashlib
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
+from cachetools import TLRUCache
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
@@ -33,32 +33,32 @@ def cache_key(*parts: Any) -> str:
 
 
 class LruTtlCache:
-    """Bounded in-process LRU whose entries also expire."""
+    """Bounded in-process LRU whose entries also expire, each after its own TTL.
+
+    A thin face over ``cachetools.TLRUCache``: callers pass a TTL per ``set``
+    (an L2 hit fills L1 with what is left of the Redis TTL), so the entry's
+    deadline is stored beside its value and handed back as the time-to-use.
+    Expired entries are dropped before the least recently used one.
+    """
 
     def __init__(self, max_entries: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
-        self._clock = clock
-        self._data: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._data: TLRUCache[str, tuple[bytes, float], float] = TLRUCache(max_entries, _expiry, clock)
 
     def get(self, key: str) -> bytes | None:
         item = self._data.get(key)
-        if item is None:
-            return None
-        expires, value = item
-        if self._clock() >= expires:
-            del self._data[key]
-            return None
-        self._data.move_to_end(key)
-        return value
+        return None if item is None else item[0]
 
     def set(self, key: str, value: bytes, ttl_s: float) -> None:
-        self._data[key] = (self._clock() + ttl_s, value)
-        self._data.move_to_end(key)
-        while len(self._data) > self.max_entries:
-            self._data.popitem(last=False)
+        self._data[key] = (value, ttl_s)
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+def _expiry(_key: str, item: tuple[bytes, float], now: float) -> float:
+    """TLRUCache's time-to-use: the entry's own TTL from when it was set."""
+    return now + item[1]
 
 
 class TwoLevelCache:
