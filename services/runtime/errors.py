@@ -19,16 +19,24 @@ place decides what a client sees::
 
 Every status also carries ErrorInfo (reason, domain "agentmesh") and, when
 known, RequestInfo with the request id. Stack traces never leave the process.
+
+The details travel the standard way, through grpcio-status (``rpc_status``):
+``to_status`` puts the google.rpc.Status in the trailers and ``from_call``
+reads it back, refusing details whose code or message contradict the call's
+own status (a client then sees the plain status).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import grpc
+import grpc.aio
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from agentmesh.common.v1 import common_pb2
 from services.runtime.protoutil import duration
@@ -36,6 +44,8 @@ from services.runtime.protoutil import duration
 DOMAIN = "agentmesh"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
+
+_Detail = TypeVar("_Detail", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -202,7 +212,8 @@ def to_rpc_status(error: AgentMeshError, request_id: str | None = None) -> statu
 
 def trailing_metadata(error: AgentMeshError, request_id: str | None = None) -> tuple[tuple[str, str | bytes], ...]:
     """Trailing metadata carrying the rich status (and retry pushback) of ``error``."""
-    md: list[tuple[str, str | bytes]] = [(STATUS_DETAILS_KEY, to_rpc_status(error, request_id).SerializeToString())]
+    status: grpc.Status = rpc_status.to_status(to_rpc_status(error, request_id))
+    md: list[tuple[str, str | bytes]] = list(status.trailing_metadata)
     if error.retry_after_s is not None and error.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         md.append((RETRY_PUSHBACK_KEY, str(max(0, round(error.retry_after_s * 1000)))))
     return tuple(md)
@@ -238,67 +249,36 @@ class RichError:
     request_id: str = ""
 
 
-def parse_rich_error(
-    code: grpc.StatusCode, details: str | None, trailing: Sequence[tuple[str, str | bytes]] | None
-) -> RichError:
-    """Decode the rich details of a failed call (works for any client, not only ours)."""
-    raw = next((v for k, v in trailing or () if k == STATUS_DETAILS_KEY), None)
-    if not isinstance(raw, bytes):
-        return RichError(code=code, message=details or "")
-    status = status_pb2.Status.FromString(raw)
-    reason, violations, retry, rid = "", [], None, ""
-    for any_msg in status.details:
-        if any_msg.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            any_msg.Unpack(info)
-            reason = info.reason
-        elif any_msg.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            any_msg.Unpack(bad)
-            violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
-        elif any_msg.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            ri = error_details_pb2.RetryInfo()
-            any_msg.Unpack(ri)
-            retry = ri.retry_delay.ToNanoseconds() / 1e9
-        elif any_msg.Is(error_details_pb2.RequestInfo.DESCRIPTOR):
-            rq = error_details_pb2.RequestInfo()
-            any_msg.Unpack(rq)
-            rid = rq.request_id
+def rich_error_of(call: grpc.aio.AioRpcError | grpc.Call) -> RichError:
+    """Decode the rich details of a failed call (works for any server, not only ours)."""
+    try:
+        status: status_pb2.Status | None = rpc_status.from_call(call)
+    except ValueError:  # details contradicting the call's own code or message are not trusted
+        status = None
+    return _decode(call.code(), call.details() or "", status)
+
+
+def _decode(code: grpc.StatusCode, message: str, status: status_pb2.Status | None) -> RichError:
+    if status is None:
+        return RichError(code=code, message=message)
+    info = _detail(status, error_details_pb2.ErrorInfo)
+    bad = _detail(status, error_details_pb2.BadRequest)
+    retry = _detail(status, error_details_pb2.RetryInfo)
+    request = _detail(status, error_details_pb2.RequestInfo)
     return RichError(
         code=code,
         message=status.message,
-        reason=reason,
-        field_violations=tuple(violations),
-        retry_after_s=retry,
-        request_id=rid,
+        reason=info.reason if info else "",
+        field_violations=tuple(FieldViolation(v.field, v.description) for v in bad.field_violations) if bad else (),
+        retry_after_s=retry.retry_delay.ToNanoseconds() / 1e9 if retry else None,
+        request_id=request.request_id if request else "",
     )
 
 
-def rich_error_of(err: grpc.aio.AioRpcError) -> RichError:
-    """Decode the rich details of a failed grpc.aio call."""
-    trailing = tuple((str(k), v) for k, v in err.trailing_metadata() or ())
-    return parse_rich_error(err.code(), err.details(), trailing)
-
-
-__all__ = [
-    "DOMAIN",
-    "AgentMeshError",
-    "AlreadyExists",
-    "Cancelled",
-    "DeadlineExceeded",
-    "FailedPrecondition",
-    "FieldViolation",
-    "InvalidArgument",
-    "NotFound",
-    "PermissionDenied",
-    "ResourceExhausted",
-    "RichError",
-    "Unauthenticated",
-    "Unavailable",
-    "code_from_number",
-    "parse_rich_error",
-    "rich_error_of",
-    "to_request_error",
-    "to_rpc_status",
-    "trailing_metadata",
-]
+def _detail(status: status_pb2.Status, kind: type[_Detail]) -> _Detail | None:
+    """The first detail of type ``kind`` in ``status``, unpacked (details of other types are skipped)."""
+    for any_msg in status.details:
+        detail = kind()
+        if any_msg.Unpack(detail):
+            return detail
+    return None
