@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: setup run test check lint typecheck protolint pytest bench eval gen lock clean
+.PHONY: setup run test check lint typecheck protolint protobreaking pytest bench eval gen lock clean
 
 ## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
 setup:
@@ -14,10 +14,10 @@ setup:
 run: setup
 	@$(BIN)/agentmesh up
 
-## test: set up if needed, then lint, type-check, buf lint and the whole test suite
+## test: set up if needed, then lint, type-check, buf lint, buf breaking and the whole test suite
 test: setup check pytest
 
-check: lint typecheck protolint
+check: lint typecheck protolint protobreaking
 
 lint:
 	$(BIN)/ruff check .
@@ -28,6 +28,10 @@ typecheck:
 
 protolint:
 	cd protos && ../$(BIN)/buf lint
+
+## protobreaking: buf breaking against the contracts before their newest change (BUF_AGAINST=<ref> for another)
+protobreaking:
+	scripts/buf_breaking.sh
 
 pytest:
 	$(BIN)/pytest -q
