@@ -2,13 +2,17 @@
 
 Keys come from a file (one ``tenant key`` or ``tenant sha256:<hex>`` per line,
 ``#`` comments) and/or ``AGENTMESH_GATEWAY_API_KEYS`` (``tenant:key,...``).
+Tenant names are checked as they load (``tenancy.check_tenant``): they end up
+in Redis keys and cache keys, which must not be ambiguous.
 Only sha256 digests are kept in memory. A presented key is hashed and compared
 against every stored digest with ``hmac.compare_digest`` (no early exit), so
 timing reveals neither which key nor how much of it matched.
 
-The interceptor guards AgentService; health and reflection stay open. Missing
-or invalid credentials → UNAUTHENTICATED. The tenant goes into a contextvar
-for the servicer.
+The interceptor is an allow-list: only health and reflection are open, and
+every other method — any service registered later included — needs a key.
+Missing or invalid credentials → UNAUTHENTICATED. The tenant goes into a
+contextvar for the servicer and into OpenTelemetry baggage (replacing any
+``agentmesh.tenant`` a client sent).
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import grpc.aio
+from opentelemetry import baggage
+from opentelemetry import context as otel_context
 
 from services.runtime.errors import Unauthenticated
 from services.runtime.interceptors.base import CallNext, RpcInfo, RpcInterceptor
 from services.runtime.interceptors.errors import abort_with
+from services.runtime.tenancy import OPEN_PREFIXES, TENANT_BAGGAGE, check_tenant
 
 TENANT: contextvars.ContextVar[str] = contextvars.ContextVar("agentmesh_tenant", default="")
-PROTECTED_PREFIX = "/agentmesh."
+#: The only methods callable without a key: probes and reflection (exact services, not a name prefix).
+OPEN_METHOD_PREFIXES = OPEN_PREFIXES
 
 
 def digest(key: str) -> bytes:
@@ -56,13 +64,21 @@ class ApiKeys:
                 parts = line.split()
                 if len(parts) != 2:
                     raise KeyFormatError(f"{path}:{n}: expected 'tenant key' or 'tenant sha256:<hex>'")
-                entries.append((parts[0], cls._parse_secret(parts[1], f"{path}:{n}")))
+                entries.append((cls._tenant(parts[0], f"{path}:{n}"), cls._parse_secret(parts[1], f"{path}:{n}")))
         for n, item in enumerate(p for p in env_value.split(",") if p.strip()):
             tenant, sep, secret = item.strip().partition(":")
             if not sep or not tenant or not secret:
                 raise KeyFormatError(f"AGENTMESH_GATEWAY_API_KEYS item {n + 1}: expected tenant:key")
-            entries.append((tenant, cls._parse_secret(secret, f"AGENTMESH_GATEWAY_API_KEYS item {n + 1}")))
+            where = f"AGENTMESH_GATEWAY_API_KEYS item {n + 1}"
+            entries.append((cls._tenant(tenant, where), cls._parse_secret(secret, where)))
         return cls(entries)
+
+    @staticmethod
+    def _tenant(name: str, where: str) -> str:
+        try:
+            return check_tenant(name)
+        except ValueError as exc:
+            raise KeyFormatError(f"{where}: {exc}") from None
 
     @staticmethod
     def _parse_secret(secret: str, where: str) -> bytes:
@@ -98,13 +114,13 @@ def bearer_token(metadata: Iterable[tuple[str, Any]]) -> str | None:
 
 
 class AuthInterceptor(RpcInterceptor):
-    """Authenticates AgentService calls; leaves health and reflection open."""
+    """Authenticates every call except health and reflection (see module docstring)."""
 
     def __init__(self, keys: ApiKeys) -> None:
         self._keys = keys
 
     async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
-        if not info.method.startswith(PROTECTED_PREFIX):
+        if info.method.startswith(OPEN_METHOD_PREFIXES):
             return await call_next()
         token = bearer_token(info.metadata)
         if token is None:
@@ -114,7 +130,9 @@ class AuthInterceptor(RpcInterceptor):
             await abort_with(context, Unauthenticated("invalid API key"))
             return None
         reset = TENANT.set(tenant)
+        attached = otel_context.attach(baggage.set_baggage(TENANT_BAGGAGE, tenant))
         try:
             return await call_next()
         finally:
+            otel_context.detach(attached)
             TENANT.reset(reset)

@@ -23,7 +23,8 @@ from services.runtime.launch import run_service
 from services.runtime.metrics import Metrics, MetricsServer
 from services.runtime.redis import connect_redis
 from services.runtime.server import MeshServer, StartupError, stop_signals
-from services.runtime.telemetry import setup_tracing
+from services.runtime.telemetry import tracing_for
+from services.runtime.tls import MeshTls
 
 
 @dataclass
@@ -41,8 +42,12 @@ def build_gateway(
     metrics: Metrics,
     tracer_provider: TracerProvider | None = None,
 ) -> Gateway:
+    tls = MeshTls.from_config(config)  # the gateway's channels to routers; its public port stays as it is
+
     def channel(target: str) -> grpc.aio.Channel:
-        return create_channel(target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes)
+        return create_channel(
+            target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes, tls=tls
+        )
 
     limits = Limits(config.rate_rps, config.rate_burst, config.rate_tokens_per_min, config.rate_token_burst,
                     config.rate_window_s, config.rate_window_max)  # fmt: skip
@@ -75,7 +80,7 @@ def load_keys(config: GatewayConfig) -> ApiKeys:
 
 async def serve(config: GatewayConfig) -> None:
     stop = stop_signals()
-    tracer_provider = setup_tracing(config.SERVICE_NAME, config.otel_exporter, config.otel_endpoint)  # type: ignore[arg-type]
+    tracer_provider = tracing_for(config)
     keys = load_keys(config)
     redis = None
     if config.rate_limit_backend == "redis":

@@ -25,6 +25,7 @@ from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
+from services.runtime.tenancy import TenantInterceptor, stamp_tenant
 from services.tools.builtin import default_tools
 from services.tools.executor import ToolExecutor
 from services.tools.registry import ToolDefinition, ToolRegistry
@@ -90,13 +91,15 @@ class Mesh:
             [router.servicer.service()],
             metrics=Metrics(),
             tracer_provider=tracer_provider or self.tracer_provider,
+            interceptors=[TenantInterceptor()],
         )
         await server.start()
         await router.start()
         assert await router.replicas.wait_any(10)
         for link in router.replicas.replicas:
             await link.wait_connected(10)
-        channel = grpc.aio.insecure_channel(server.address)
+        # Called directly, the router sees the tenant the gateway would send ("acme" unless a call names one).
+        channel = grpc.aio.insecure_channel(server.address, interceptors=stamp_tenant("acme"))
         self.routers.append((router, server, channel))
         return agent_pb2_grpc.AgentServiceStub(channel)
 

@@ -28,6 +28,7 @@ from services.runtime.errors import FieldViolation, InvalidArgument
 from services.runtime.protoutil import timestamp
 
 MAX_REQUEST_ID_LEN = 128
+MAX_CACHE_SALT_LEN = 128
 ROLES = {
     common_pb2.ROLE_SYSTEM: "system",
     common_pb2.ROLE_USER: "user",
@@ -115,6 +116,8 @@ def request_from_proto(
         bad.append(FieldViolation("submit.priority", "unknown priority"))
     if submit.HasField("timeout") and submit.timeout.ToNanoseconds() <= 0:
         bad.append(FieldViolation("submit.timeout", "must be positive"))
+    if len(submit.cache_salt) > MAX_CACHE_SALT_LEN:
+        bad.append(FieldViolation("submit.cache_salt", f"must be at most {MAX_CACHE_SALT_LEN} characters"))
 
     if bad:
         raise InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in bad), bad)
@@ -133,6 +136,7 @@ def request_from_proto(
         json_schema=schema_text,
         add_generation_prompt=submit.chat.add_generation_prompt if kind == "chat" else False,
         continue_final_message=submit.chat.continue_final_message if kind == "chat" else False,
+        cache_salt=submit.cache_salt,
     )
 
 

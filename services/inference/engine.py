@@ -61,6 +61,8 @@ class GenerationRequest:
     json_schema: str | None = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
+    #: Prefix-cache partition: only requests with the same salt share cached blocks ("" = shared).
+    cache_salt: str = ""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from services.inference.vllm_engine import VllmEngine, VllmSettings
 from services.runtime.launch import run_service
 from services.runtime.metrics import Metrics, MetricsServer
 from services.runtime.server import MeshServer, stop_signals
-from services.runtime.telemetry import setup_tracing
+from services.runtime.telemetry import tracing_for
+from services.runtime.tls import MeshTls
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ async def watch_engine(engine: Engine, server: MeshServer, interval_s: float = 1
 
 async def serve(config: InferenceConfig) -> None:
     stop: asyncio.Future[Any] = stop_signals()
-    tracer_provider = setup_tracing(config.SERVICE_NAME, config.otel_exporter, config.otel_endpoint)  # type: ignore[arg-type]
+    tracer_provider = tracing_for(config)
     metrics = Metrics()
     engine = build_engine(config)
     replica_id = config.replica_id or config.address
@@ -95,7 +96,9 @@ async def serve(config: InferenceConfig) -> None:
         is_draining=lambda: draining,
         tracer=tracer_provider.get_tracer("agentmesh.inference"),
     )
-    server = MeshServer(config, [servicer.service()], metrics=metrics, tracer_provider=tracer_provider)
+    server = MeshServer(
+        config, [servicer.service()], metrics=metrics, tracer_provider=tracer_provider, tls=MeshTls.from_config(config)
+    )
     also = [prometheus_client.REGISTRY] if config.engine == "vllm" else []  # vLLM registers vllm:* there
     metrics_server = (
         MetricsServer(metrics, config.host, config.metrics_port, also=also) if config.metrics_port >= 0 else None

@@ -11,8 +11,9 @@ Latency model, per engine step (all tunable in ``SimulatorSettings``)::
 Requests wait (priority first, then arrival) until one of ``max_batch`` slots
 frees; a request's first token comes out of the step that admits it, then one
 token per step. The prefix cache hashes full ``block_size``-token blocks of
-the prompt as a chain (block i's key covers blocks 0..i, as vLLM does) into an
-LRU of ``cache_blocks`` entries; the leading run of hits is the cached prefix
+the prompt as a chain (block i's key covers blocks 0..i, as vLLM does; the
+request's ``cache_salt`` seeds the chain, as vLLM's does) into an LRU of
+``cache_blocks`` entries; the leading run of hits is the cached prefix
 and costs no prefill. Load reports use the same figures as the vLLM engine.
 
 Tokens are whitespace-separated words (ids from a CRC); output is a fixed,
@@ -279,10 +280,10 @@ class SimulatorEngine(Engine):
     def unfinished_requests(self) -> int:
         return len(self._running) + len(self._waiting)
 
-    def _lookup_and_insert(self, ids: tuple[int, ...]) -> int:
+    def _lookup_and_insert(self, ids: tuple[int, ...], salt: str = "") -> int:
         """Cached prefix length in tokens; the prompt's full blocks become most recently used."""
         size = self.settings.block_size
-        h = hashlib.sha256()
+        h = hashlib.sha256(salt.encode())
         hits, still_hitting = 0, True
         for start in range(0, len(ids) - len(ids) % size, size):
             h.update(repr(ids[start : start + size]).encode())
@@ -308,7 +309,7 @@ class SimulatorEngine(Engine):
             while self._waiting and len(self._running) < s.max_batch:
                 seq = self._waiting.pop(0)
                 ids = seq.prepared.prompt_token_ids
-                seq.cached_tokens = self._lookup_and_insert(ids)
+                seq.cached_tokens = self._lookup_and_insert(ids, seq.prepared.request.cache_salt)
                 # vLLM never serves the whole prompt from cache: the last token is recomputed.
                 seq.cached_tokens = min(seq.cached_tokens, len(ids) - 1)
                 self._queried_tokens += len(ids)

@@ -254,6 +254,9 @@ class VllmEngine(Engine):
         except ValueError as exc:
             raise InvalidArgument.field("submit.sampling", str(exc)) from None
         prompt = TokensPrompt(prompt_token_ids=list(prepared.prompt_token_ids))
+        if request.cache_salt:
+            # vLLM mixes the salt into the first block's hash: only same-salt requests share blocks.
+            prompt["cache_salt"] = request.cache_salt
         completion = 0
         cached = 0
         try:

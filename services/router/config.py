@@ -20,8 +20,8 @@ class RouterConfig(RedisConfig):
         ("127.0.0.1:50054",),
         "inference replicas: host:port or dns:host:port (resolved and refreshed), comma-separated",
     )
-    tools: str = opt("127.0.0.1:50053", "tool executor address")
-    dns_refresh_s: float = opt(10.0, "seconds between DNS refreshes of dns: replicas", check=positive)
+    tools: str = opt("127.0.0.1:50053", "tool executors: host:port or dns:host:port (one stream per address)")
+    dns_refresh_s: float = opt(10.0, "seconds between DNS refreshes of dns: replicas and tools", check=positive)
     picker: str = opt(
         "prefix",
         "replica placement: prefix (ours), round-robin or least-loaded (baselines)",
@@ -56,6 +56,9 @@ class RouterConfig(RedisConfig):
         0.03, "embedding selector: lead a tool needs over the nearest no-tool example", check=non_negative
     )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
+    share_prefix_cache: bool = opt(
+        False, "share replicas' prefix caches across tenants (default: salted per tenant; see SECURITY.md)"
+    )
 
     def validate(self) -> None:
         if not self.inference:

@@ -5,7 +5,7 @@ schema). Out: ``GenerationEvent``s — text deltas, then one ``done`` with usage
 TTFT, the replica and why it was chosen.
 
 - Deterministic requests (temperature 0) are looked up in the response cache
-  (key: sha256 of model, messages, sampling, schema); an answer is stored once,
+  (key: sha256 of tenant, model, messages, sampling, schema); an answer is stored once,
   as its text, and a hit replays it in one delta without touching any replica,
   marked ``cached``.
 - Streaming: the first text goes out at once; after it, text is sent at most
@@ -22,6 +22,7 @@ TTFT, the replica and why it was chosen.
   Structured (JSON) generations are buffered and restarted instead, since a
   grammar cannot resume mid-document.
 - When no candidate is left: ``Unavailable`` with a clear message.
+- Replicas' prefix caches are salted per tenant unless ``share_prefix_cache`` (SECURITY.md).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from services.runtime.errors import (
     code_from_number,
 )
 from services.runtime.interceptors.tracing import inject_context
+from services.runtime.tenancy import current_tenant, prefix_cache_salt
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +110,9 @@ class Generator:
         model_id: str = "",
         cache_ttl_s: float = 600.0,
         flush_s: float = 0.0,
+        share_prefix_cache: bool = False,
     ) -> None:
+        self._share_prefix_cache = share_prefix_cache
         self._flush_s = flush_s
         self._replicas = replicas
         self._picker = picker
@@ -127,7 +131,8 @@ class Generator:
             "seed": s.seed if s.HasField("seed") else None,
             "stop": list(s.stop),
         }
-        return cache_key("response", self._model_id, [list(m) for m in spec.messages], sampling, spec.json_schema)
+        messages = [list(m) for m in spec.messages]
+        return cache_key("response", current_tenant(), self._model_id, messages, sampling, spec.json_schema)
 
     async def stream(self, spec: GenerationSpec) -> AsyncGenerator[GenerationEvent, None]:
         key = self._cache_key(spec) if spec.deterministic and self._cache is not None else None
@@ -245,7 +250,8 @@ class Generator:
         await self._cache.set(key, json.dumps(payload).encode(), self._cache_ttl_s)
 
     def _submit(self, spec: GenerationSpec, partial: str, produced: int) -> inference_pb2.SubmitGeneration:
-        submit = inference_pb2.SubmitGeneration(request_id=uuid.uuid4().hex, priority=spec.priority)
+        salt = "" if self._share_prefix_cache else prefix_cache_salt(current_tenant())
+        submit = inference_pb2.SubmitGeneration(request_id=uuid.uuid4().hex, priority=spec.priority, cache_salt=salt)
         for m in spec.messages:
             submit.chat.messages.add(role=ROLES[m.role], content=m.content, tool_name=m.tool_name)
         if partial and spec.continue_final:

@@ -23,6 +23,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from services.runtime.tenancy import check_tenant
+
 SCHEMA_VERSION = 1
 
 APPEND_TURN = """
@@ -143,6 +145,20 @@ def _fold(events: list[dict[str, Any]]) -> list[TurnRecord]:
     return [t for t in turns.values() if t.completed_at]
 
 
+def session_keys(prefix: str, tenant: str, session_id: str) -> tuple[str, str, str]:
+    """The session's three keys; injective in (tenant, session_id).
+
+    A tenant name holds no ``:`` (``tenancy.check_tenant``), so the first ``:`` in
+    the hash tag ends it, whatever ``:`` the session id holds; braces are refused
+    in both, since they would end the hash tag. ValueError for either.
+    """
+    check_tenant(tenant)
+    if "{" in session_id or "}" in session_id:
+        raise ValueError("session ids must not contain braces")
+    base = f"{prefix}{{{tenant}:{session_id}}}"
+    return f"{base}:meta", f"{base}:events", f"{base}:turns"
+
+
 class SessionStore:
     """Reads and appends sessions (see module docstring)."""
 
@@ -153,8 +169,7 @@ class SessionStore:
         self._append = redis.register_script(APPEND_TURN)
 
     def _keys(self, tenant: str, session_id: str) -> tuple[str, str, str]:
-        base = f"{self._prefix}{{{tenant}:{session_id}}}"
-        return f"{base}:meta", f"{base}:events", f"{base}:turns"
+        return session_keys(self._prefix, tenant, session_id)
 
     async def load(self, tenant: str, session_id: str) -> Session | None:
         meta_key, events_key, _ = self._keys(tenant, session_id)

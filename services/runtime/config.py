@@ -69,6 +69,16 @@ def fraction(value: float) -> None:
         raise ValueError(f"{value} must be in (0, 1]")
 
 
+def port_or_off(value: int) -> None:
+    if not -1 <= value <= 65535:
+        raise ValueError(f"{value} is not a valid port (0-65535, or -1 for none)")
+
+
+def share(value: float) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f"{value} must be in [0, 1]")
+
+
 def redis_url(value: str) -> None:
     if value and not value.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"{value!r} is not a redis:// URL")
@@ -92,6 +102,22 @@ class ServiceConfig:
     log_level: str = opt("info", "log level", choices=("debug", "info", "warning", "error"))
     otel_exporter: str = opt("none", "trace exporter", choices=("none", "otlp", "console"))
     otel_endpoint: str = opt("http://127.0.0.1:4317", "OTLP collector endpoint (gRPC)")
+    trace_sample_ratio: float = opt(1.0, "share of traces sampled (baggage agentmesh.sample=1 forces one)", check=share)
+    trace_tenants: tuple[str, ...] = opt((), "tenants whose traces are always sampled, comma-separated")
+    tls_cert: str = opt("", "PEM certificate chain of this mesh member (with --tls-key, --tls-ca: mutual TLS)")
+    tls_key: str = opt("", "PEM private key of --tls-cert")
+    tls_ca: str = opt("", "PEM CA bundle that signs every mesh member")
+    tls_server_name: str = opt("", "name checked in peers' certificates (default: the host dialled)")
+    health_port: int = opt(-1, "plaintext grpc.health.v1-only port for probes under mTLS (-1: none)", check=port_or_off)
+
+    def __post_init__(self) -> None:
+        tls = {"--tls-cert": self.tls_cert, "--tls-key": self.tls_key, "--tls-ca": self.tls_ca}
+        given = [flag for flag, path in tls.items() if path]
+        if given and len(given) < len(tls):
+            raise ConfigError(f"{', '.join(sorted(set(tls) - set(given)))}: mutual TLS needs all of {', '.join(tls)}")
+        for flag, path in tls.items():
+            if path and not Path(path).is_file():
+                raise ConfigError(f"{flag}: {path} does not exist")
 
     @property
     def address(self) -> str:

@@ -6,6 +6,10 @@ metrics → deadline → errors), standard ``grpc.health.v1`` (NOT_SERVING until
 the service says it is warm) and reflection. ``drain()`` is the graceful stop:
 health flips to NOT_SERVING, drain hooks tell open streams, then
 ``server.stop(grace)`` refuses new RPCs while in-flight ones finish.
+
+With ``tls`` (``tls.MeshTls``) the port takes only mutually authenticated mesh
+peers; ``--health-port`` then serves the same health in plaintext, alone, for
+probes that cannot present a certificate.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from services.runtime.interceptors.request_id import RequestIdInterceptor
 from services.runtime.interceptors.tracing import ServerTracingInterceptor
 from services.runtime.metrics import Metrics
 from services.runtime.options import server_options
+from services.runtime.tls import MeshTls
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +69,19 @@ def _check_bindable(host: str, port: int) -> None:
             raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def _listen(server: grpc.aio.Server, host: str, port: int, tls: MeshTls | None) -> int:
+    """Bind ``host:port`` (mutual TLS when ``tls``); the bound port, or StartupError."""
+    _check_bindable(host, port)
+    address = f"{host}:{port}"
+    try:
+        bound = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise StartupError(f"cannot listen on {address}: {exc}") from None
+    if bound == 0:
+        raise StartupError(f"cannot listen on {address} (address in use?)")
+    return bound
+
+
 class MeshServer:
     """One grpc.aio server of the mesh (see module docstring)."""
 
@@ -76,6 +94,7 @@ class MeshServer:
         tracer_provider: trace.TracerProvider | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
         compression: grpc.Compression = grpc.Compression.Gzip,
+        tls: MeshTls | None = None,
     ) -> None:
         """``compression`` is the default for responses (benchmarks switch it off to measure both ways)."""
         chain: list[grpc.aio.ServerInterceptor] = [RequestIdInterceptor()]
@@ -98,13 +117,13 @@ class MeshServer:
         reflection.enable_server_reflection(
             (*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
         )
-        _check_bindable(config.host, config.port)
-        try:
-            self.port = self._server.add_insecure_port(config.address)
-        except RuntimeError as exc:
-            raise StartupError(f"cannot listen on {config.address}: {exc}") from None
-        if self.port == 0:
-            raise StartupError(f"cannot listen on {config.address} (address in use?)")
+        self.port = _listen(self._server, config.host, config.port, tls)
+        self._health_server: grpc.aio.Server | None = None
+        self.health_port = -1
+        if config.health_port >= 0:
+            self._health_server = grpc.aio.server(options=server_options(config.max_message_bytes))
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            self.health_port = _listen(self._health_server, config.host, config.health_port, None)
         self._drain_hooks: list[DrainHook] = []
         self._draining = False
 
@@ -123,6 +142,8 @@ class MeshServer:
         liveness probe must restart a wedged process, not one whose dependency is down.
         """
         await self._server.start()
+        if self._health_server is not None:
+            await self._health_server.start()
         await self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
         await self.set_serving(serving)
         log.info("serving %s on %s", ", ".join(self.service_names), self.address)
@@ -160,6 +181,8 @@ class MeshServer:
             if isinstance(result, BaseException):
                 log.warning("drain hook failed: %r", result)
         await self._server.stop(grace)
+        if self._health_server is not None:
+            await self._health_server.stop(0)
 
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()

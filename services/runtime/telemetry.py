@@ -7,7 +7,8 @@ debugging). Tests pass their own provider with an in-memory exporter instead.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable
+from typing import Literal, cast
 
 from opentelemetry import propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
@@ -17,16 +18,29 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from services.runtime.config import ServiceConfig
+from services.runtime.sampling import BaggageSampler
+
 Exporter = Literal["none", "otlp", "console"]
 
 
-def setup_tracing(service_name: str, exporter: Exporter, endpoint: str) -> TracerProvider:
+def setup_tracing(
+    service_name: str,
+    exporter: Exporter,
+    endpoint: str,
+    *,
+    sample_ratio: float = 1.0,
+    forced_tenants: Iterable[str] = (),
+) -> TracerProvider:
     """Build the process's TracerProvider and make it (and W3C propagation) global.
 
     The global is set because libraries look there; our interceptors are given
-    the provider explicitly.
+    the provider explicitly. Sampling honours baggage (``sampling.BaggageSampler``).
     """
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service_name}),
+        sampler=BaggageSampler(sample_ratio, forced_tenants),
+    )
     if exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -36,3 +50,14 @@ def setup_tracing(service_name: str, exporter: Exporter, endpoint: str) -> Trace
     trace.set_tracer_provider(provider)
     propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()]))
     return provider
+
+
+def tracing_for(config: ServiceConfig) -> TracerProvider:
+    """``setup_tracing`` with a service's configured exporter and sampling."""
+    return setup_tracing(
+        config.SERVICE_NAME,
+        cast(Exporter, config.otel_exporter),
+        config.otel_endpoint,
+        sample_ratio=config.trace_sample_ratio,
+        forced_tenants=config.trace_tenants,
+    )

@@ -1,12 +1,21 @@
-"""Proto ↔ domain conversion for the tool executor."""
+"""Proto ↔ domain conversion for the tool executor.
+
+The tenant of a call comes from the ``agentmesh.tenant`` baggage in its
+``trace_context``: the router's tenant interceptor sets it from the gateway's
+header, and only mesh peers (mTLS) can reach this service.
+"""
 
 from __future__ import annotations
 
 import json
 
+from opentelemetry import baggage
+
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
+from services.runtime.interceptors.tracing import extract_context
 from services.runtime.protoutil import duration
+from services.runtime.tenancy import TENANT_BAGGAGE
 from services.tools.executor import CallOutcome, CallRequest, CallStatus
 from services.tools.registry import ToolDefinition
 
@@ -29,6 +38,7 @@ def request_from_proto(call: tools_pb2.ToolCall) -> CallRequest:
         arguments_json=call.arguments_json,
         timeout_s=call.timeout.ToNanoseconds() / 1e9 if call.HasField("timeout") else None,
         bypass_cache=call.bypass_cache,
+        tenant=str(baggage.get_baggage(TENANT_BAGGAGE, extract_context(dict(call.trace_context))) or ""),
     )
 
 

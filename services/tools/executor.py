@@ -54,6 +54,7 @@ class CallRequest:
     arguments_json: str
     timeout_s: float | None = None
     bypass_cache: bool = False
+    tenant: str = ""  # in the cache key: a tenant never gets another tenant's cached result
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class ToolExecutor:
             )  # fmt: skip
 
         use_cache = self._cache is not None and tool.cache_ttl_s > 0 and not request.bypass_cache
-        key = cache_key("tool", tool.name, tool.version, args)
+        key = cache_key("tool", request.tenant, tool.name, tool.version, args)
         if use_cache:
             assert self._cache is not None
             cached, level = await self._cache.get(key)

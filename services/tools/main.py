@@ -9,7 +9,8 @@ from services.runtime.launch import run_service
 from services.runtime.metrics import Metrics, MetricsServer
 from services.runtime.redis import connect_redis
 from services.runtime.server import MeshServer, stop_signals
-from services.runtime.telemetry import setup_tracing
+from services.runtime.telemetry import tracing_for
+from services.runtime.tls import MeshTls
 from services.tools.builtin import default_tools
 from services.tools.config import ToolsConfig
 from services.tools.executor import BreakerPolicy, ToolExecutor
@@ -22,7 +23,7 @@ CACHE_NAMESPACE = "agentmesh:tools:"
 
 async def serve(config: ToolsConfig) -> None:
     stop = stop_signals()
-    tracer_provider = setup_tracing(config.SERVICE_NAME, config.otel_exporter, config.otel_endpoint)  # type: ignore[arg-type]
+    tracer_provider = tracing_for(config)
     redis = await connect_redis(config.redis_url, required=config.redis_required)
     metrics = Metrics()
     # Validators are compiled here, once, as each tool is registered.
@@ -39,6 +40,7 @@ async def serve(config: ToolsConfig) -> None:
         [ToolExecutorServicer(executor, tracer_provider.get_tracer("agentmesh.tools")).service()],
         metrics=metrics,
         tracer_provider=tracer_provider,
+        tls=MeshTls.from_config(config),
     )
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start()

@@ -20,6 +20,7 @@ from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
+from services.runtime.tenancy import TenantInterceptor, stamp_tenant
 from services.tools.builtin import default_tools
 from services.tools.executor import ToolExecutor
 from services.tools.registry import ToolRegistry
@@ -38,11 +39,11 @@ async def agent(
     await tools_server.start()
     config = replace(RouterConfig(), port=0, inference=(vllm_replica.server.address,), tools=tools_server.address)
     router = build_router(config, redis_client, Metrics())
-    server = MeshServer(config, [router.servicer.service()], metrics=Metrics())
+    server = MeshServer(config, [router.servicer.service()], metrics=Metrics(), interceptors=[TenantInterceptor()])
     await server.start()
     await router.start()
     assert await router.replicas.wait_any(30)
-    async with grpc.aio.insecure_channel(server.address) as channel:
+    async with grpc.aio.insecure_channel(server.address, interceptors=stamp_tenant("e2e")) as channel:
         yield agent_pb2_grpc.AgentServiceStub(channel)
     await server.drain(grace=0)
     await router.close()

@@ -10,6 +10,11 @@ operator says otherwise. A URL is fetched only if
 - every address its name resolves to is inside an allowlisted address/CIDR or
   is a public (globally routable) address — so a permitted name that resolves
   to 127.0.0.1, 169.254.169.254 or a private range is refused (DNS rebinding);
+- an IPv6 address that carries an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``,
+  IPv4-compatible ``::a.b.c.d``, NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48``,
+  6to4 ``2002::/16``, Teredo ``2001::/32``) is judged by the IPv4 addresses it
+  carries: Python counts ``64:ff9b::a9fe:a9fe`` and ``2002:a9fe:a9fe::1`` as
+  global, yet a NAT64 gateway or 6to4 relay delivers them to 169.254.169.254;
 - the connection goes to exactly the addresses that were checked (a resolver
   that returns only those), so nothing is resolved twice;
 - every redirect target passes the same checks (redirects are followed by
@@ -35,6 +40,27 @@ from services.tools.registry import ToolDefinition, ToolError, ToolExample
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def embedded_ipv4(ip: IpAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address delivers to (see module docstring); () if none."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ()
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None:
+        return (ip.ipv4_mapped,)
+    if any(ip in net for net in _NAT64):
+        return (low32,)
+    if ip in _IPV4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are not IPv4-compatible forms
+        return (low32,)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo  # (server, client): the relay talks to both
+    return ()
+
 
 class Allowlist:
     """Which hosts and addresses http_get may reach (see module docstring)."""
@@ -57,12 +83,20 @@ class Allowlist:
     def host_allowed(self, host: str) -> bool:
         host = host.lower().rstrip(".")
         try:
-            return self._in_networks(ipaddress.ip_address(host))
+            ip = ipaddress.ip_address(host)
         except ValueError:
             return host in self.names
+        inner = embedded_ipv4(ip)
+        return self._in_networks(ip) or (bool(inner) and all(self._in_networks(v4) for v4 in inner))
 
     def address_allowed(self, ip: IpAddress) -> bool:
-        return self._in_networks(ip) or ip.is_global
+        """Allowlisted, or public; an address carrying IPv4 addresses is judged by those alone."""
+        if self._in_networks(ip):
+            return True
+        inner = embedded_ipv4(ip)
+        if inner:
+            return all(self._in_networks(v4) or v4.is_global for v4 in inner)
+        return ip.is_global
 
 
 class CheckedResolver(AbstractResolver):
