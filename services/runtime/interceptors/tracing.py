@@ -1,10 +1,15 @@
 """Tracing: OpenTelemetry spans for every RPC, W3C trace context carried in metadata.
 
-Why not opentelemetry-instrumentation-grpc's aio interceptors: its server
-wrapper iterates streaming handlers with ``async for`` (handlers that use
-``context.write`` break), and its client wrapper replaces stream-stream call
-objects with async generators, losing ``write()``, ``done_writing()`` and
-``code()`` that our multiplexed bidi links rely on. These two interceptors use
+Why not opentelemetry-instrumentation-grpc's aio interceptors (0.66b2, checked
+in tests/grpc/test_otel_instrumentation.py): its server wrapper iterates
+streaming handlers with ``async for``, so handlers that answer with
+``context.write`` fail (open-telemetry/opentelemetry-python-contrib#3066); its
+client wrapper keeps ``write()``/``done_writing()``/``code()`` on bidi calls but
+ends a streaming call's span only when the response iterator is drained, so a
+cancelled stream (our links cancel as a matter of course) leaves its span open,
+and it awaits a stream-unary call's status before handing the call back, so one
+fed with ``write()`` hangs. Its unary-unary client wrapper works, but names
+spans ``/service/method``, unlike every other span here. These two interceptors use
 the same OpenTelemetry API and semantic conventions (rpc.system, rpc.service,
 rpc.method, rpc.grpc.status_code) and the global W3C propagator.
 """
