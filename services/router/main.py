@@ -34,7 +34,9 @@ from services.runtime.launch import run_service
 from services.runtime.metrics import Metrics, MetricsServer
 from services.runtime.redis import connect_redis
 from services.runtime.server import MeshServer, StartupError, stop_signals
-from services.runtime.telemetry import setup_tracing
+from services.runtime.telemetry import tracing_for
+from services.runtime.tenancy import TenantInterceptor
+from services.runtime.tls import MeshTls
 
 
 @dataclass
@@ -70,9 +72,12 @@ def build_router(
 ) -> Router:
     """Wire a router; ``embedder`` lets several routers in one process share one embedding model."""
     router_metrics = RouterMetrics(metrics)
+    tls = MeshTls.from_config(config)
 
     def channel(target: str) -> grpc.aio.Channel:
-        return create_channel(target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes)
+        return create_channel(
+            target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes, tls=tls
+        )
 
     replicas = ReplicaSet(config.inference, channel, refresh_s=config.dns_refresh_s)
     tools = ToolsLink(config.tools, channel)
@@ -86,6 +91,7 @@ def build_router(
         model_id=config.model_id,
         cache_ttl_s=config.response_cache_ttl_s,
         flush_s=config.stream_flush_ms / 1000,
+        share_prefix_cache=config.share_prefix_cache,
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("agentmesh.router")
     selector = None
@@ -117,13 +123,20 @@ def build_router(
 
 async def serve(config: RouterConfig) -> None:
     stop = stop_signals()
-    tracer_provider = setup_tracing(config.SERVICE_NAME, config.otel_exporter, config.otel_endpoint)  # type: ignore[arg-type]
+    tracer_provider = tracing_for(config)
     redis = await connect_redis(config.redis_url, required=True)
     if redis is None:  # pragma: no cover - required=True raises instead
         raise StartupError("the router needs Redis for sessions")
     metrics = Metrics()
     router = build_router(config, redis, metrics, tracer_provider)
-    server = MeshServer(config, [router.servicer.service()], metrics=metrics, tracer_provider=tracer_provider)
+    server = MeshServer(
+        config,
+        [router.servicer.service()],
+        metrics=metrics,
+        tracer_provider=tracer_provider,
+        interceptors=[TenantInterceptor()],
+        tls=MeshTls.from_config(config),
+    )
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start(serving=False)
     await router.start()

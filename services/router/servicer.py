@@ -23,22 +23,22 @@ from services.router.generation import GenerationSpec, Generator
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT, Message
 from services.router.sessions import SessionStore
 from services.runtime.context import current_request_id
-from services.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from services.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound, Unauthenticated
 from services.runtime.protoutil import duration, timestamp
 from services.runtime.server import Service
+from services.runtime.tenancy import TENANT_HEADER, current_tenant
 
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
-TENANT_HEADER = "x-agentmesh-tenant"
-DEFAULT_TENANT = "default"
 MAX_MESSAGE_CHARS = 32_000
 MAX_ID_CHARS = 128
 
 
 def tenant_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == TENANT_HEADER and isinstance(value, str) and value:
-            return value
-    return DEFAULT_TENANT
+    """The tenant ``tenancy.TenantInterceptor`` checked; a router wired without it refuses rather than guess."""
+    tenant = current_tenant()
+    if not tenant:
+        raise Unauthenticated(f"no tenant: set {TENANT_HEADER} (the gateway does)", reason="TENANT_MISSING")
+    return tenant
 
 
 def check_sampling(s: common_pb2.SamplingParams, prefix: str, max_tokens: int) -> list[FieldViolation]:
