@@ -1,10 +1,18 @@
-"""The router replicas behind a gateway: channels, health, and session affinity.
+"""The router replicas behind a gateway: discovery, channels, health, and session affinity.
 
+Routers are ``host:port`` (static) or ``dns:host:port``: the name of a
+headless Service, resolved every ``refresh_s`` to one channel per router pod,
+so sessions spread over every pod and a new pod gets its share (through one
+ClusterIP, a gateway pod would stay pinned to one router pod over one HTTP/2
+connection). A failed lookup keeps the last good set (``runtime/resolver.py``).
 Each router gets one channel (gzip, shared options) and a watcher that keeps
 its health current (``grpc.health.v1`` polled; a failed call marks it down at
-once). ``order(key)`` lists the healthy routers by rendezvous weight for the
-key: the same session goes to the same router while that router is healthy,
-and the next ones are the failover order before a turn starts.
+once). A router that leaves the set stops getting new streams at once; its
+channel is closed only after ``retire_after_s``, so the streams it carries
+finish while the pod drains. ``order(key)`` lists the healthy routers by
+rendezvous weight for the key: the same session goes to the same router while
+that router is healthy, and the next ones are the failover order before a turn
+starts.
 """
 
 from __future__ import annotations
@@ -13,11 +21,14 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.runtime.resolver import DNS_PREFIX, Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
 
@@ -29,21 +40,84 @@ class RouterPool:
         channel_factory: Callable[[str], grpc.aio.Channel],
         *,
         health_interval_s: float = 1.0,
+        refresh_s: float = 10.0,
+        retire_after_s: float = 60.0,
+        lookup: Lookup = getaddrinfo_lookup,
     ) -> None:
-        self.targets = list(targets)
-        self.channels = {t: channel_factory(t) for t in self.targets}
-        self.healthy: dict[str, bool] = dict.fromkeys(self.targets, False)
+        self._resolver = Resolver(targets, lookup)
+        self._channel_factory = channel_factory
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        self.healthy: dict[str, bool] = {}
         self._interval = health_interval_s
-        self._tasks: list[asyncio.Task[None]] = []
+        self._refresh_s = refresh_s
+        self._retire_after_s = retire_after_s
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._retired: dict[str, grpc.aio.Channel] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.channels)
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._watch(t), name=f"router-health-{t}") for t in self.targets]
+        """Watch the static routers now; resolve ``dns:`` ones at once and then every ``refresh_s``."""
+        for target in self._resolver.targets:
+            if not target.startswith(DNS_PREFIX):
+                self._add(target)
+        if self._resolver.dynamic:
+            self._spawn(self._refresh_loop(), "router-dns-refresh")
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._watchers.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(c.close() for c in self.channels.values()))
+        await asyncio.gather(*tasks, return_exceptions=True)
+        channels = [*self.channels.values(), *self._retired.values()]
+        self.channels.clear()
+        self._retired.clear()
+        await asyncio.gather(*(c.close() for c in channels))
+
+    def channel(self, target: str) -> grpc.aio.Channel:
+        """The channel of ``target``, also while it is retiring (a stream may have picked it just before)."""
+        return self.channels.get(target) or self._retired[target]
+
+    async def refresh(self) -> None:
+        """Bring the router set in line with the targets' current addresses."""
+        wanted = await self._resolver.resolve()
+        for gone in set(self.channels) - wanted:
+            log.info("router %s left the set", gone)
+            self._watchers.pop(gone).cancel()
+            self.healthy.pop(gone, None)
+            self._retired[gone] = self.channels.pop(gone)
+            self._spawn(self._close_later(gone), f"router-retire-{gone}")
+        for new in sorted(wanted - set(self.channels)):
+            log.info("router %s joined the set", new)
+            self._add(new)
+
+    def _add(self, target: str) -> None:
+        retired = self._retired.pop(target, None)
+        self.channels[target] = retired or self._channel_factory(target)
+        self.healthy[target] = False
+        self._watchers[target] = asyncio.create_task(self._watch(target), name=f"router-health-{target}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _close_later(self, target: str) -> None:
+        await asyncio.sleep(self._retire_after_s)
+        channel = self._retired.pop(target, None)
+        if channel is not None:
+            await channel.close()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except Exception:  # the loop must outlive one bad refresh; the set stays as it was
+                log.exception("refreshing the router set failed")
+            await asyncio.sleep(self._refresh_s)
 
     async def _watch(self, target: str) -> None:
         stub = health_pb2_grpc.HealthStub(self.channels[target])
@@ -53,13 +127,16 @@ class RouterPool:
                 up = reply.status == health_pb2.HealthCheckResponse.SERVING
             except grpc.aio.AioRpcError:
                 up = False
+            if target not in self.healthy:  # left the set while the check ran
+                return
             if up != self.healthy[target]:
                 log.info("router %s is %s", target, "up" if up else "down")
             self.healthy[target] = up
             await asyncio.sleep(self._interval)
 
     def mark_down(self, target: str) -> None:
-        self.healthy[target] = False
+        if target in self.healthy:
+            self.healthy[target] = False
 
     def any_healthy(self) -> bool:
         return any(self.healthy.values())
@@ -70,7 +147,7 @@ class RouterPool:
         def weight(target: str) -> bytes:
             return hashlib.sha256(f"{key}\x00{target}".encode()).digest()
 
-        return sorted((t for t in self.targets if self.healthy[t]), key=weight, reverse=True)
+        return sorted((t for t, up in self.healthy.items() if up), key=weight, reverse=True)
 
     async def wait_healthy(self, within_s: float) -> bool:
         with contextlib.suppress(TimeoutError):

@@ -3,7 +3,11 @@
 Per Complete, and per StartTurn on a Converse stream: rate limit (tenant
 budget in Redis) → priority admission (may queue or shed) → forward. The
 admission slot is held until the turn or completion ends; its TTFT feeds the
-adaptive limit and its tokens are charged to the tenant's token bucket.
+adaptive limit and its tokens are charged to the tenant's token bucket. A
+Converse stream's turns are relayed by ``converse.py`` (tickets and charges by
+turn id). A Complete whose client leaves before ``finished`` is charged an
+estimate (4 characters per token of the prompt and of the text relayed), since
+its exact usage never arrives.
 
 Forwarding: a Converse stream is bound to one router, chosen by rendezvous
 hash of the session id (new sessions: of the request id), so a session stays
@@ -35,6 +39,7 @@ from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from gateway.admission import AdmissionController, Ticket
 from gateway.auth import TENANT
+from gateway.converse import ConverseRelay, RouterFailed, raw, ttft_of
 from gateway.ratelimit import RateLimiter
 from gateway.routers import RouterPool
 from services.runtime.context import current_request_id
@@ -47,11 +52,9 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 TENANT_HEADER = "x-agentmesh-tenant"
-CONVERSE = f"/{SERVICE_NAME}/Converse"
 COMPLETE = f"/{SERVICE_NAME}/Complete"
-#: The first byte of a serialized ConverseResponse whose event is turn_completed (field 5, length-delimited),
-#: and of a CompleteResponse whose event is finished (field 3): the only messages the relay decodes.
-TURN_COMPLETED_TAG = bytes([(5 << 3) | 2])
+#: The first byte of a serialized CompleteResponse whose event is finished (field 3, length-delimited): the
+#: only Complete message the relay decodes.
 FINISHED_TAG = bytes([(3 << 3) | 2])
 PRIORITY = {
     common_pb2.PRIORITY_UNSPECIFIED: 1,
@@ -61,28 +64,11 @@ PRIORITY = {
 }
 
 
-def _raw(data: bytes) -> bytes:
-    return data
-
-
-class RouterFailed(Exception):
-    """A router call failed; carries the status to pass to the client."""
-
-    def __init__(self, error: grpc.aio.AioRpcError) -> None:
-        super().__init__(error.details())
-        self.error = error
-
-
 async def pass_through(context: grpc.aio.ServicerContext[Any, Any], error: grpc.aio.AioRpcError) -> None:
     """End the client's call with the router's status and rich details."""
     keep = (STATUS_DETAILS_KEY, RETRY_PUSHBACK_KEY, REQUEST_ID_HEADER)
     trailing = tuple((k, v) for k, v in (error.trailing_metadata() or ()) if k in keep)
     await context.abort(error.code(), error.details() or "", trailing)
-
-
-def ttft_of(duration: Any) -> float | None:
-    seconds = duration.ToNanoseconds() / 1e9
-    return seconds if seconds > 0 else None
 
 
 class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -96,10 +82,10 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         """AgentService with pass-through (bytes) responses for the two streaming methods."""
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "Converse": grpc.stream_stream_rpc_method_handler(
-                self.Converse, request_deserializer=agent_pb2.ConverseRequest.FromString, response_serializer=_raw
+                self.Converse, request_deserializer=agent_pb2.ConverseRequest.FromString, response_serializer=raw
             ),
             "Complete": grpc.unary_stream_rpc_method_handler(
-                self.Complete, request_deserializer=agent_pb2.CompleteRequest.FromString, response_serializer=_raw
+                self.Complete, request_deserializer=agent_pb2.CompleteRequest.FromString, response_serializer=raw
             ),
             "GetSession": grpc.unary_unary_rpc_method_handler(
                 self.GetSession,
@@ -162,100 +148,24 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
 
         async def send(message: bytes) -> None:
             async with writing:
-                await context.write(message)  # type: ignore[arg-type]  # bytes: the handler's serializer is _raw
+                await context.write(message)  # type: ignore[arg-type]  # bytes: the handler's serializer is raw
 
+        relay = ConverseRelay(
+            self._routers,
+            tenant,
+            self._metadata(tenant),
+            send=send,
+            admit=self._admit,
+            finish=self._finish,
+            release=self._admission.release,
+        )
         self._open_streams.add(send)
-        downstream: Any = None
-        pump: asyncio.Task[None] | None = None
-        tickets: list[Ticket] = []
-        requests = request_iterator.__aiter__()
-        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(requests.__anext__())
         try:
-            while True:
-                waits: set[asyncio.Future[Any]] = {next_request} | ({pump} if pump is not None else set())
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if pump is not None and pump in done:
-                    pump.result()  # the router ended the stream: pass its status on (or finish cleanly)
-                    return
-                try:
-                    request = next_request.result()
-                except StopAsyncIteration:
-                    if downstream is not None:
-                        await downstream.done_writing()
-                    if pump is not None:
-                        await pump
-                    return
-                next_request = asyncio.ensure_future(requests.__anext__())
-                action = request.WhichOneof("action")
-                if action == "start_turn":
-                    ticket = await self._admit(tenant, request.start_turn.priority)
-                    tickets.append(ticket)
-                    if downstream is None:
-                        downstream, accepted = await self._open_converse(tenant, request)
-                        await send(accepted)
-                        pump = asyncio.create_task(self._pump(downstream, send, tenant, tickets))
-                    else:
-                        await downstream.write(request)
-                elif action == "cancel_turn" and downstream is not None:
-                    await downstream.write(request)
+            await relay.run(request_iterator)
         except RouterFailed as failed:
             await pass_through(context, failed.error)
         finally:
             self._open_streams.discard(send)
-            next_request.cancel()
-            if pump is not None and not pump.done():
-                pump.cancel()
-                await asyncio.gather(pump, return_exceptions=True)
-            if downstream is not None:
-                downstream.cancel()
-            for ticket in tickets:
-                self._admission.release(ticket)
-
-    async def _open_converse(self, tenant: str, first: agent_pb2.ConverseRequest) -> tuple[Any, Any]:
-        """Open a stream on the session's router, failing over until one accepts the first turn."""
-        key = first.start_turn.session_id or uuid.uuid4().hex
-        last: grpc.aio.AioRpcError | None = None
-        for target in self._candidates(key):
-            converse = self._routers.channels[target].stream_stream(
-                CONVERSE, request_serializer=agent_pb2.ConverseRequest.SerializeToString, response_deserializer=_raw
-            )
-            call: Any = converse(metadata=self._metadata(tenant), timeout=downstream_timeout())
-            try:
-                await call.write(first)
-                accepted = await call.read()
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise RouterFailed(exc) from None
-                log.warning("router %s unavailable before the turn started; trying the next", target)
-                self._routers.mark_down(target)
-                last = exc
-                continue
-            if accepted is grpc.aio.EOF:
-                code = await call.code()
-                raise RouterFailed(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(),
-                                                        await call.details()))  # fmt: skip
-            return call, accepted
-        if last is not None:
-            raise RouterFailed(last)
-        raise Unavailable("no router is available", retry_after_s=1.0)
-
-    async def _pump(
-        self,
-        downstream: Any,
-        send: Callable[[bytes], Awaitable[None]],
-        tenant: str,
-        tickets: list[Ticket],
-    ) -> None:
-        try:
-            while (event := await downstream.read()) is not grpc.aio.EOF:
-                await send(event)
-                if event[:1] == TURN_COMPLETED_TAG and tickets:  # the one message per turn decoded
-                    done = agent_pb2.ConverseResponse.FromString(event).turn_completed
-                    await self._finish(tenant, tickets.pop(0), done.usage, ttft_of(done.time_to_first_token))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.CANCELLED:
-                return
-            raise RouterFailed(exc) from None
 
     # -- Complete, GetSession, ListTools ---------------------------------------
 
@@ -266,20 +176,23 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> AsyncIterator[bytes]:
         tenant = TENANT.get()
         ticket = await self._admit(tenant, request.priority)
+        relayed_bytes = sent = 0
+        finished = False
         try:
             key = uuid.uuid4().hex
             last: grpc.aio.AioRpcError | None = None
             for target in self._candidates(key):
-                complete = self._routers.channels[target].unary_stream(
-                    COMPLETE, request_serializer=agent_pb2.CompleteRequest.SerializeToString, response_deserializer=_raw
+                complete = self._routers.channel(target).unary_stream(
+                    COMPLETE, request_serializer=agent_pb2.CompleteRequest.SerializeToString, response_deserializer=raw
                 )
                 call: Any = complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
-                sent = 0
                 try:
                     async for message in call:
                         sent += 1
+                        relayed_bytes += len(message)
                         yield message
                         if message[:1] == FINISHED_TAG:
+                            finished = True
                             f = agent_pb2.CompleteResponse.FromString(message).finished
                             await self._finish(tenant, ticket, f.usage, ttft_of(f.time_to_first_token))
                     return
@@ -292,6 +205,10 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
             if last is not None:
                 await pass_through(context, last)
         finally:
+            if sent and not finished:  # dropped or failed mid-answer: charge what it cost, estimated
+                prompt_chars = len(request.prompt) + len(request.system_prompt)
+                estimate = common_pb2.Usage(prompt_tokens=(prompt_chars + 3) // 4, completion_tokens=relayed_bytes // 4)
+                await asyncio.shield(self._finish(tenant, ticket, estimate, None))
             self._admission.release(ticket)
 
     async def GetSession(
@@ -314,7 +231,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         tenant = TENANT.get()
         last: grpc.aio.AioRpcError | None = None
         for target in self._candidates(key):
-            stub = agent_pb2_grpc.AgentServiceStub(self._routers.channels[target])
+            stub = agent_pb2_grpc.AgentServiceStub(self._routers.channel(target))
             try:
                 return await getattr(stub, method)(
                     request, metadata=self._metadata(tenant), timeout=downstream_timeout()

@@ -1,11 +1,14 @@
 """One agent turn: load the session → select and fill tools → run them in parallel → answer → record.
 
-In: a ``TurnRequest``. Out: the turn's events as ``ConverseResponse`` messages,
-in the order the client sees them (TurnAccepted; per round, ToolCallStarted
-for each planned call, then ToolCallFinished as each finishes; TextDelta as the
-answer streams; TurnCompleted with usage, generations and how tools were
-selected). The completed turn is appended to the session log; a turn id
-already in the log is replayed from it, not run again.
+In: a ``TurnRequest`` and the turn's ``TurnProgress``. Out: the turn's events
+as ``ConverseResponse`` messages, in the order the client sees them
+(TurnAccepted; per round, ToolCallStarted for each planned call, then
+ToolCallFinished as each finishes; TextDelta, with the turn id, as the answer
+streams; TurnCompleted with usage, generations and how tools were selected).
+The completed turn is appended to the session log; a turn id already in the
+log is replayed from it, not run again. The loop records what it has done in
+the progress as it goes, so a turn that stops early still ends with a
+TurnCompleted (``converse.py`` sends that one; ``turn_events.py`` builds both).
 
 The concerns live next door: ``planning.py`` (which tools, their arguments),
 ``tool_round.py`` (running a round), ``prompt.py`` (the answer's messages).
@@ -37,7 +40,7 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.router.generation import GenerationDone, GenerationSpec, Generator
 from services.router.metrics import RouterMetrics
-from services.router.planning import PlanInput, Planner, TurnCounters, annotate
+from services.router.planning import PlanInput, Planner, annotate
 from services.router.prompt import (
     DEFAULT_SYSTEM_PROMPT,
     PastTurn,
@@ -50,7 +53,8 @@ from services.router.prompt import (
 from services.router.sessions import Session, SessionStore, TurnRecord
 from services.router.tool_round import ToolRound
 from services.router.tools_link import ToolsLink
-from services.runtime.protoutil import duration
+from services.router.turn_events import TurnProgress, accepted, completed, replay, text_delta
+from services.runtime.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +69,11 @@ MODES = {
 
 @dataclass(frozen=True)
 class TurnRequest:
+    """A turn to run; ``start.turn_id`` is set (the stream chose one if the client did not)."""
+
     tenant: str
     start: agent_pb2.StartTurn
     request_id: str
-    queued_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,32 +121,24 @@ class AgentLoop:
         only moves that work to the first turn that needs it."""
         try:
             await self.tool_specs()
-        except grpc.aio.AioRpcError as exc:
-            log.warning("tool list not loaded at start (%s); the first turn will load it", exc.code().name)
+        except (grpc.aio.AioRpcError, Unavailable) as exc:
+            why = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else exc.message
+            log.warning("tool list not loaded at start (%s); the first turn will load it", why)
 
-    async def run(self, req: TurnRequest) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
-        start = req.start
-        turn_start = time.perf_counter()
+    async def run(self, req: TurnRequest, progress: TurnProgress) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
+        turn_id = progress.turn_id
         with self._tracer.start_as_current_span("agent.turn") as span:
             session = await self._load_or_create(req)
-            turn_id = start.turn_id or uuid.uuid4().hex
             span.set_attribute("agentmesh.session_id", session.session_id)
             span.set_attribute("agentmesh.turn_id", turn_id)
             trace_id = format(span.get_span_context().trace_id, "032x")
-            yield agent_pb2.ConverseResponse(
-                turn_accepted=agent_pb2.TurnAccepted(
-                    session_id=session.session_id,
-                    turn_id=turn_id,
-                    request_id=req.request_id,
-                    trace_id=trace_id,
-                )
-            )
+            yield accepted(session.session_id, turn_id, req.request_id, trace_id)
             recorded = session.turn(turn_id)
             if recorded is not None:  # a retry of a completed turn: replay, do not run or append again
-                async for event in self._replay(recorded):
+                for event in replay(recorded):
                     yield event
                 return
-            async for event in self._run_turn(req, session, turn_id, turn_start):
+            async for event in self._run_turn(req, session, progress):
                 yield event
 
     async def _load_or_create(self, req: TurnRequest) -> Session:
@@ -158,19 +155,19 @@ class AgentLoop:
         )
 
     async def _run_turn(
-        self, req: TurnRequest, session: Session, turn_id: str, turn_start: float
+        self, req: TurnRequest, session: Session, progress: TurnProgress
     ) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
         start = req.start
         s = self._settings
+        p = progress
+        turn_id = p.turn_id
         record = TurnRecord(turn_id=turn_id, user_message=start.message)
         history = history_messages([PastTurn(t.user_message, t.answer) for t in session.turns], s.history_budget_tokens)
         mode = MODES.get(start.tool_choice.mode, "auto")
-        counters = TurnCounters()
+        counters = p.counters
         results: list[tools_pb2.ToolResult] = []
         arguments: dict[str, str] = {}
-        planning_s = tools_s = 0.0
-        rounds = 0
-        method: agent_pb2.ToolSelection.ValueType = agent_pb2.TOOL_SELECTION_SKIPPED
+        p.method = agent_pb2.TOOL_SELECTION_SKIPPED
         specs = await self.tool_specs() if mode != "none" else []
         if specs:
             last = session.turns[-1] if session.turns else None
@@ -184,24 +181,24 @@ class AgentLoop:
             )
             t0 = time.perf_counter()
             plan = await self._planner.plan(specs, turn, counters)
-            method = plan.method
+            p.method = plan.method
             calls = plan.calls
-            planning_s += time.perf_counter() - t0
+            p.planning_s += time.perf_counter() - t0
             done_calls: set[tuple[str, str]] = set()
             max_rounds = start.max_tool_rounds or s.default_max_tool_rounds
-            while calls and rounds < max_rounds:
-                rounds += 1
+            while calls and p.rounds < max_rounds:
+                p.rounds += 1
                 t0 = time.perf_counter()
-                async for event in self._round.run(calls, turn_id, rounds, record, results, arguments):
+                async for event in self._round.run(calls, turn_id, p.rounds, record, results, arguments):
                     yield event
-                tools_s += time.perf_counter() - t0
+                p.tools_s += time.perf_counter() - t0
                 done_calls |= {(c.name, c.arguments_json) for c in calls}
-                if self._planner.selection_mode != "llm" or rounds >= max_rounds:
+                if self._planner.selection_mode != "llm" or p.rounds >= max_rounds:
                     break
                 t0 = time.perf_counter()
                 calls = await self._planner.replan(specs, turn, results_text(results, arguments), counters)
                 calls = [c for c in calls if (c.name, c.arguments_json) not in done_calls]
-                planning_s += time.perf_counter() - t0
+                p.planning_s += time.perf_counter() - t0
 
         t0 = time.perf_counter()
         opening = answer_opening(results) if results and s.answer_opening else ""
@@ -215,8 +212,8 @@ class AgentLoop:
         if not sampling.HasField("max_tokens"):
             sampling.max_tokens = s.answer_max_tokens
         done: GenerationDone | None = None
-        ttft = 0.0
-        answer: list[str] = []
+        answer = p.answer_text
+        p.answer_prompt = messages
         with self._tracer.start_as_current_span("agent.answer") as span:
             spec = GenerationSpec(
                 messages,
@@ -226,24 +223,26 @@ class AgentLoop:
                 continue_final=bool(opening),
             )
             if opening:
-                ttft = self._first_token(turn_start)
+                p.ttft_s = self._first_token(p.started)
                 answer.append(opening)
-                yield agent_pb2.ConverseResponse(text_delta=agent_pb2.TextDelta(text=opening))
+                yield text_delta(turn_id, opening)
             async for piece in self._generator.stream(spec):
+                p.answering_s = time.perf_counter() - t0
                 if piece.text:
                     if not answer:
-                        ttft = self._first_token(turn_start)
+                        p.ttft_s = self._first_token(p.started)
                     answer.append(piece.text)
-                    yield agent_pb2.ConverseResponse(text_delta=agent_pb2.TextDelta(text=piece.text))
+                    yield text_delta(turn_id, piece.text)
                 if piece.done is not None:
                     done = piece.done
             if done is None:  # the generator always ends with done; a bug otherwise
                 raise RuntimeError("generation ended without a result")
             annotate(span, done)
-        answering_s = time.perf_counter() - t0
+        p.answering_s = time.perf_counter() - t0
         counters.add(done, self._metrics)
+        p.answer_prompt = []  # counted exactly now
         usage = counters.usage
-        total = time.perf_counter() - turn_start
+        total = time.perf_counter() - p.started
         record.answer = "".join(answer)
         record.usage = {
             "prompt_tokens": usage.prompt_tokens,
@@ -256,60 +255,12 @@ class AgentLoop:
         if self._metrics is not None:
             self._metrics.turns.labels("completed").inc()
             self._metrics.turn_seconds.observe(total)
-            for step, secs in (("planning", planning_s), ("tools", tools_s), ("answering", answering_s)):
+            for step, secs in (("planning", p.planning_s), ("tools", p.tools_s), ("answering", p.answering_s)):
                 self._metrics.step_seconds.labels(step).observe(secs)
-        yield agent_pb2.ConverseResponse(
-            turn_completed=agent_pb2.TurnCompleted(
-                turn_id=turn_id,
-                usage=usage,
-                finish_reason=done.finish_reason,
-                time_to_first_token=duration(ttft),
-                timings=agent_pb2.TurnTimings(
-                    queued=duration(req.queued_s),
-                    planning=duration(planning_s),
-                    tools=duration(tools_s),
-                    answering=duration(answering_s),
-                    total=duration(total),
-                ),
-                cached=done.cached,
-                tool_rounds=rounds,
-                generations=counters.generations,
-                tool_selection=method,
-            )
-        )
+        yield completed(p, done.finish_reason, cached=done.cached)
 
     def _first_token(self, turn_start: float) -> float:
         ttft = time.perf_counter() - turn_start
         if self._metrics is not None:
             self._metrics.ttft.observe(ttft)
         return ttft
-
-    async def _replay(self, turn: TurnRecord) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
-        for t in turn.tool_calls:
-            yield agent_pb2.ConverseResponse(
-                tool_call_started=agent_pb2.ToolCallStarted(
-                    call_id=t.call_id, tool_name=t.tool_name, arguments_json=t.arguments_json, round=1
-                )
-            )
-            yield agent_pb2.ConverseResponse(
-                tool_call_finished=agent_pb2.ToolCallFinished(
-                    call_id=t.call_id,
-                    tool_name=t.tool_name,
-                    status=t.status,  # type: ignore[arg-type]
-                    output_json=t.output_json,
-                    error_message=t.error_message,
-                    latency=duration(t.latency_s),
-                    cached=t.cached,
-                )
-            )
-        if turn.answer:
-            yield agent_pb2.ConverseResponse(text_delta=agent_pb2.TextDelta(text=turn.answer))
-        yield agent_pb2.ConverseResponse(
-            turn_completed=agent_pb2.TurnCompleted(
-                turn_id=turn.turn_id,
-                usage=common_pb2.Usage(**turn.usage),
-                finish_reason=turn.finish_reason,  # type: ignore[arg-type]
-                cached=True,
-                tool_rounds=1 if turn.tool_calls else 0,
-            )
-        )

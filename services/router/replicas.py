@@ -3,20 +3,21 @@
 Targets are ``host:port`` (static) or ``dns:host:port`` (resolved every
 ``refresh_s``; each address becomes a replica, as for a Kubernetes headless
 Service). A replica that disappears from DNS has its link closed; a new one
-gets a link. Health is per link (stream up, breaker not open, not draining).
+gets a link. A failed lookup keeps the last good set (``runtime/resolver.py``),
+so a DNS hiccup never closes the links that carry generations in flight.
+Health is per link (stream up, breaker not open, not draining).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 from collections.abc import Callable, Sequence
 
 import grpc.aio
 
 from services.router.replica_link import ReplicaLink
+from services.runtime.resolver import Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,9 @@ class ReplicaSet:
         channel_factory: Callable[[str], grpc.aio.Channel],
         *,
         refresh_s: float = 10.0,
+        lookup: Lookup = getaddrinfo_lookup,
     ) -> None:
-        self._targets = list(targets)
+        self._resolver = Resolver(targets, lookup)
         self._channel_factory = channel_factory
         self._refresh_s = refresh_s
         self.links: dict[str, ReplicaLink] = {}
@@ -37,7 +39,7 @@ class ReplicaSet:
 
     async def start(self) -> None:
         await self.refresh()
-        if any(t.startswith("dns:") for t in self._targets):
+        if self._resolver.dynamic:
             self._task = asyncio.create_task(self._refresh_loop(), name="replica-dns-refresh")
 
     async def close(self) -> None:
@@ -63,12 +65,7 @@ class ReplicaSet:
         return False
 
     async def refresh(self) -> None:
-        wanted: set[str] = set()
-        for target in self._targets:
-            if target.startswith("dns:"):
-                wanted |= await self._resolve(target.removeprefix("dns:"))
-            else:
-                wanted.add(target)
+        wanted = await self._resolver.resolve()
         for gone in set(self.links) - wanted:
             log.info("inference replica %s left the set", gone)
             await self.links.pop(gone).close()
@@ -77,22 +74,10 @@ class ReplicaSet:
             link.start()
             self.links[new] = link
 
-    @staticmethod
-    async def _resolve(host_port: str) -> set[str]:
-        host, _, port = host_port.rpartition(":")
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-        except (socket.gaierror, ValueError) as exc:
-            log.warning("cannot resolve %s: %s", host_port, exc)
-            return set()
-        out = set()
-        for family, _, _, _, sockaddr in infos:
-            ip = sockaddr[0]
-            out.add(f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}")
-        return out
-
     async def _refresh_loop(self) -> None:
         while True:
             await asyncio.sleep(self._refresh_s)
-            with contextlib.suppress(Exception):
+            try:
                 await self.refresh()
+            except Exception:  # the loop must outlive one bad refresh; the set stays as it was
+                log.exception("refreshing the inference replicas failed")

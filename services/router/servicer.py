@@ -1,10 +1,9 @@
 """The router's AgentService: Converse, Complete, GetSession, ListTools.
 
-Thin: decode and validate, hand the turn to ``AgentLoop`` (Converse) or a
-single generation to ``Generator`` (Complete), encode. Converse runs one turn
-at a time per stream in a task, so the stream keeps reading (a CancelTurn, or
-the client going away, cancels that task and everything under it). The tenant
-comes from the ``x-agentmesh-tenant`` metadata set by the gateway after auth.
+Thin: decode and validate, hand the stream to ``ConverseStream`` (turns one
+at a time, each ending with one TurnCompleted, see ``converse.py``) or a
+single generation to ``Generator`` (Complete), encode. The tenant comes from
+the ``x-agentmesh-tenant`` metadata set by the gateway after auth.
 """
 
 from __future__ import annotations
@@ -18,12 +17,13 @@ import grpc.aio
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
-from services.router.agent_loop import MODES, AgentLoop, TurnRequest
+from services.router.agent_loop import MODES, AgentLoop
+from services.router.converse import ConverseStream
 from services.router.generation import GenerationSpec, Generator
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT, Message
 from services.router.sessions import SessionStore
 from services.runtime.context import current_request_id
-from services.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound, Unauthenticated
+from services.runtime.errors import FieldViolation, InvalidArgument, NotFound, Unauthenticated
 from services.runtime.protoutil import duration, timestamp
 from services.runtime.server import Service
 from services.runtime.tenancy import TENANT_HEADER, current_tenant
@@ -31,6 +31,7 @@ from services.runtime.tenancy import TENANT_HEADER, current_tenant
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 MAX_MESSAGE_CHARS = 32_000
 MAX_ID_CHARS = 128
+MAX_TURN_TIMEOUT_S = 3600.0
 
 
 def tenant_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
@@ -95,6 +96,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 bad.append(FieldViolation("start_turn.tool_choice.tool_name", f"must be one of {sorted(names)}"))
         if start.max_tool_rounds > 8:
             bad.append(FieldViolation("start_turn.max_tool_rounds", "must be at most 8"))
+        if start.HasField("timeout") and not 0 < start.timeout.ToNanoseconds() <= MAX_TURN_TIMEOUT_S * 1e9:
+            bad.append(FieldViolation("start_turn.timeout", f"must be positive and at most {MAX_TURN_TIMEOUT_S:g}s"))
         bad += check_sampling(start.sampling, "start_turn.sampling", self._max_output_tokens)
         _raise(bad)
 
@@ -104,61 +107,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.ConverseRequest],
         context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse],
     ) -> None:
-        tenant = tenant_of(context)
         writing = asyncio.Lock()
 
         async def send(message: agent_pb2.ConverseResponse) -> None:
             async with writing:
                 await context.write(message)
 
-        async def run_turn(start: agent_pb2.StartTurn) -> None:
-            async for event in self._loop.run(TurnRequest(tenant, start, current_request_id())):
-                await send(event)
-
         self._open_streams.add(send)
-        requests = request_iterator.__aiter__()
-        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(requests.__anext__())
-        turn: asyncio.Task[None] | None = None
-        turn_id = ""
         try:
-            while True:
-                waits: set[asyncio.Future[Any]] = {next_request}
-                if turn is not None:
-                    waits.add(turn)
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if turn is not None and turn in done:
-                    finished, turn = turn, None
-                    if not finished.cancelled():
-                        finished.result()  # a failed turn ends the stream with its status
-                if next_request in done:
-                    try:
-                        request = next_request.result()
-                    except StopAsyncIteration:
-                        if turn is not None:
-                            await turn
-                        return
-                    next_request = asyncio.ensure_future(requests.__anext__())
-                    action = request.WhichOneof("action")
-                    if action == "start_turn":
-                        if turn is not None:
-                            raise FailedPrecondition("a turn is already running on this stream; cancel it first")
-                        await self.validate_start(request.start_turn)
-                        turn_id = request.start_turn.turn_id
-                        turn = asyncio.create_task(run_turn(request.start_turn))
-                    elif (
-                        action == "cancel_turn"
-                        and turn is not None
-                        and (not request.cancel_turn.turn_id or not turn_id or request.cancel_turn.turn_id == turn_id)
-                    ):
-                        turn.cancel()
-                        await asyncio.gather(turn, return_exceptions=True)
-                        turn = None
+            await ConverseStream(self._loop, self.validate_start, tenant_of(context), send).run(request_iterator)
         finally:
             self._open_streams.discard(send)
-            next_request.cancel()
-            if turn is not None:
-                turn.cancel()
-                await asyncio.gather(turn, return_exceptions=True)
 
     async def Complete(
         self,

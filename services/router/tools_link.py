@@ -1,8 +1,14 @@
-"""One long-lived, multiplexed Execute stream to the tool executor.
+"""The router's link to the tool executors: one long-lived, multiplexed Execute stream per executor.
+
+``ToolsLink`` takes ``host:port`` (one executor, or a ClusterIP) or
+``dns:host:port`` (a headless Service: every pod gets its own stream, and
+re-resolving every ``refresh_s`` brings in pods the autoscaler adds; a failed
+lookup keeps the last good set, see ``runtime/resolver.py``). Each call goes
+to the connected executor with the fewest calls in flight.
 
 ``call(tool_call)`` waits for that call's result; a cancelled caller sends a
-CancelToolCall. If the stream breaks, pending calls fail with an UNAVAILABLE
-result (shown to the model as a failure, never a crash) and the link
+CancelToolCall. If a stream breaks, its pending calls fail with an UNAVAILABLE
+result (shown to the model as a failure, never a crash) and the stream
 reconnects. ``list_tools()`` fetches the registry (for the plan schema).
 """
 
@@ -19,12 +25,16 @@ import grpc.aio
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
+from services.runtime.errors import Unavailable
 from services.runtime.resilience import full_jitter_backoff
+from services.runtime.resolver import Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
 
 
-class ToolsLink:
+class ExecuteStream:
+    """One multiplexed Execute stream to one tool executor, reconnecting with backoff."""
+
     def __init__(self, target: str, channel_factory: Callable[[str], grpc.aio.Channel]) -> None:
         self.target = target
         self._channel = channel_factory(target)
@@ -35,7 +45,7 @@ class ToolsLink:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._maintain(), name="tools-link")
+        self._task = asyncio.create_task(self._maintain(), name=f"tools-stream-{self.target}")
 
     async def close(self) -> None:
         if self._task is not None:
@@ -73,9 +83,18 @@ class ToolsLink:
             attempt += 1
             await asyncio.sleep(full_jitter_backoff(attempt, base_s=0.1, cap_s=2.0))
 
-    async def call(self, call: tools_pb2.ToolCall, connect_within_s: float = 5.0) -> tools_pb2.ToolResult:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), connect_within_s)
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def wait_connected(self) -> None:
+        await self._connected.wait()
+
+    async def call(self, call: tools_pb2.ToolCall) -> tools_pb2.ToolResult:
         if not self._connected.is_set():
             return unavailable(call.call_id, "the tool executor is unavailable", call.tool_name)
         future: asyncio.Future[tools_pb2.ToolResult] = asyncio.get_running_loop().create_future()
@@ -96,6 +115,87 @@ class ToolsLink:
             return unavailable(call.call_id, f"the tool executor is unavailable: {exc}", call.tool_name)
         finally:
             self._pending.pop(call.call_id, None)
+
+
+class ToolsLink:
+    """Every tool executor behind the target, one ``ExecuteStream`` each (see module docstring)."""
+
+    def __init__(
+        self,
+        target: str,
+        channel_factory: Callable[[str], grpc.aio.Channel],
+        *,
+        refresh_s: float = 10.0,
+        lookup: Lookup = getaddrinfo_lookup,
+    ) -> None:
+        self.target = target
+        self._channel_factory = channel_factory
+        self._resolver = Resolver([target], lookup)
+        self._refresh_s = refresh_s
+        self.streams: dict[str, ExecuteStream] = {}
+        self._resolved = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._refresh_loop(), name="tools-refresh")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in self.streams.values()))
+
+    async def refresh(self) -> None:
+        wanted = await self._resolver.resolve()
+        for gone in set(self.streams) - wanted:
+            log.info("tool executor %s left the set", gone)
+            await self.streams.pop(gone).close()
+        for new in sorted(wanted - set(self.streams)):
+            stream = ExecuteStream(new, self._channel_factory)
+            stream.start()
+            self.streams[new] = stream
+        if self.streams:
+            self._resolved.set()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except Exception:  # the loop must outlive one bad refresh; the set stays as it was
+                log.exception("refreshing the tool executors failed")
+            if not self._resolver.dynamic:
+                return
+            await asyncio.sleep(self._refresh_s)
+
+    async def list_tools(self, timeout_s: float = 5.0) -> list[common_pb2.ToolSpec]:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._resolved.wait()
+        if not self.streams:
+            raise Unavailable(f"no tool executor address for {self.target} yet", retry_after_s=1.0)
+        stream = self._pick() or next(iter(self.streams.values()))
+        return await stream.list_tools(timeout_s)
+
+    def _pick(self) -> ExecuteStream | None:
+        connected = [s for s in self.streams.values() if s.connected]
+        return min(connected, key=lambda s: s.in_flight, default=None)
+
+    async def call(self, call: tools_pb2.ToolCall, connect_within_s: float = 5.0) -> tools_pb2.ToolResult:
+        stream = self._pick()
+        if stream is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(connect_within_s):
+                    await self._resolved.wait()
+                    waits = [asyncio.ensure_future(s.wait_connected()) for s in self.streams.values()]
+                    try:
+                        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for w in waits:
+                            w.cancel()
+            stream = self._pick()
+        if stream is None:
+            return unavailable(call.call_id, "the tool executor is unavailable", call.tool_name)
+        return await stream.call(call)
 
 
 def unavailable(call_id: str, why: str, tool_name: str = "") -> tools_pb2.ToolResult:

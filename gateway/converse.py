@@ -1,0 +1,267 @@
+"""One client Converse stream relayed to one router, with admission and token charges per turn.
+
+Every StartTurn takes an admission ticket (after the tenant's rate limit) and
+is forwarded with a turn id — the client's, or one the gateway chooses — so
+the router's TurnCompleted for that turn (which every StartTurn ends with,
+cancelled and failed turns included) names the ticket to give back. Tickets
+are keyed by turn id, never by arrival order: a cancelled turn frees its slot
+when its TurnCompleted (ABORTED) arrives, and its usage so far is charged to
+the tenant like any other turn's. A turn refused by the rate limit or shed by
+admission ends with a TurnCompleted carrying that status, and the stream stays
+open.
+
+The relay does not re-serialize: router events reach the client as the
+router's bytes; only TurnCompleted is decoded (found by its leading field tag).
+When the client goes away mid-turn, the relay cancels the turns still running
+on the router and waits briefly for their TurnCompleted, so their usage is
+charged and their slots freed, before closing the router stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from agentmesh.agent.v1 import agent_pb2
+from agentmesh.common.v1 import common_pb2
+from gateway.admission import Ticket
+from gateway.routers import RouterPool
+from services.runtime.context import current_request_id
+from services.runtime.deadline import downstream_timeout
+from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, to_rpc_status
+
+log = logging.getLogger(__name__)
+
+#: The first byte of a serialized ConverseResponse whose event is turn_completed (field 5, length-delimited).
+TURN_COMPLETED_TAG = bytes([(5 << 3) | 2])
+#: How long a stream whose client left waits for the router's TurnCompleted of its cancelled turns.
+CANCEL_WAIT_S = 2.0
+CONVERSE = f"/{agent_pb2.DESCRIPTOR.services_by_name['AgentService'].full_name}/Converse"
+
+Send = Callable[[bytes], Awaitable[None]]
+Admit = Callable[[str, common_pb2.Priority.ValueType], Awaitable[Ticket]]
+Finish = Callable[[str, Ticket | None, common_pb2.Usage, float | None], Awaitable[None]]
+Release = Callable[[Ticket], None]
+
+
+def raw(data: bytes) -> bytes:
+    """The identity (de)serializer: relayed messages stay the router's bytes."""
+    return data
+
+
+class RouterFailed(Exception):
+    """A router call failed; carries the status to pass to the client."""
+
+    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+        super().__init__(error.details())
+        self.error = error
+
+
+def ttft_of(duration: Any) -> float | None:
+    seconds = duration.ToNanoseconds() / 1e9
+    return seconds if seconds > 0 else None
+
+
+class TurnTickets:
+    """Admission tickets of a stream's turns, by turn id (a retried id may hold two)."""
+
+    def __init__(self) -> None:
+        self._by_turn: dict[str, deque[Ticket]] = {}
+
+    def add(self, turn_id: str, ticket: Ticket) -> None:
+        self._by_turn.setdefault(turn_id, deque()).append(ticket)
+
+    def pop(self, turn_id: str) -> Ticket | None:
+        queue = self._by_turn.get(turn_id)
+        if not queue:
+            return None
+        ticket = queue.popleft()
+        if not queue:
+            del self._by_turn[turn_id]
+        return ticket
+
+    def turn_ids(self) -> list[str]:
+        return list(self._by_turn)
+
+    def drain(self) -> list[Ticket]:
+        tickets = [t for queue in self._by_turn.values() for t in queue]
+        self._by_turn.clear()
+        return tickets
+
+
+class ConverseRelay:
+    """Relays one Converse stream (see module docstring); ``send`` writes bytes to the client."""
+
+    def __init__(
+        self,
+        routers: RouterPool,
+        tenant: str,
+        metadata: tuple[tuple[str, str], ...],
+        *,
+        send: Send,
+        admit: Admit,
+        finish: Finish,
+        release: Release,
+    ) -> None:
+        self._routers = routers
+        self._tenant = tenant
+        self._metadata = metadata
+        self._send = send
+        self._admit = admit
+        self._finish = finish
+        self._release = release
+        self._tickets = TurnTickets()
+        self._client_gone = False
+
+    async def _to_client(self, data: bytes) -> None:
+        """Write to the client; once it is gone, keep relaying nothing but keep reading the router."""
+        if self._client_gone:
+            return
+        try:
+            await self._send(data)
+        except Exception as exc:  # a write to a cancelled call: the client left, its turns still end
+            log.debug("client write failed (%r); the stream's turns are being ended", exc)
+            self._client_gone = True
+
+    async def run(self, requests: AsyncIterator[agent_pb2.ConverseRequest]) -> None:
+        downstream: Any = None
+        pump: asyncio.Task[None] | None = None
+        reading = requests.__aiter__()
+        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(reading.__anext__())
+        ended = False
+        try:
+            while True:
+                waits: set[asyncio.Future[Any]] = {next_request} | ({pump} if pump is not None else set())
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if pump is not None and pump in done:
+                    pump.result()  # the router ended the stream: pass its status on (or finish cleanly)
+                    ended = True
+                    return
+                try:
+                    request = next_request.result()
+                except StopAsyncIteration:
+                    if downstream is not None:
+                        await downstream.done_writing()
+                    if pump is not None:
+                        await pump
+                    ended = True
+                    return
+                next_request = asyncio.ensure_future(reading.__anext__())
+                action = request.WhichOneof("action")
+                if action == "start_turn":
+                    start = request.start_turn
+                    if not start.turn_id:
+                        start.turn_id = uuid.uuid4().hex  # the key of the turn's ticket, echoed by the router
+                    if not await self._take_ticket(start):
+                        continue
+                    if downstream is None:
+                        downstream, accepted = await self._open(request)
+                        await self._check_first(accepted)
+                        await self._to_client(accepted)
+                        pump = asyncio.create_task(self._pump(downstream))
+                    else:
+                        await downstream.write(request)
+                elif action == "cancel_turn" and downstream is not None:
+                    await downstream.write(request)
+        finally:
+            next_request.cancel()
+            if not ended:
+                await self._cancel_running(downstream, pump)
+            if pump is not None and not pump.done():
+                pump.cancel()
+                await asyncio.gather(pump, return_exceptions=True)
+            if downstream is not None:
+                downstream.cancel()
+            for ticket in self._tickets.drain():
+                self._release(ticket)
+
+    async def _take_ticket(self, start: agent_pb2.StartTurn) -> bool:
+        """Rate limit and admit the turn; a refusal ends the turn in band (the stream goes on)."""
+        try:
+            ticket = await self._admit(self._tenant, start.priority)
+        except (ResourceExhausted, Unavailable) as refused:
+            await self._to_client(_refused(start.turn_id, refused))
+            return False
+        self._tickets.add(start.turn_id, ticket)
+        return True
+
+    async def _check_first(self, first: bytes) -> None:
+        """A first turn the router refused (TurnCompleted at once) gives its ticket back here."""
+        if first[:1] == TURN_COMPLETED_TAG:
+            await self._completed(first)
+
+    async def _cancel_running(self, downstream: Any, pump: asyncio.Task[None] | None) -> None:
+        """The client left mid-turn: cancel its turns on the router and wait for their TurnCompleted."""
+        self._client_gone = True
+        if downstream is None or pump is None or pump.done() or not self._tickets.turn_ids():
+            return
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError, RuntimeError):
+            for turn_id in self._tickets.turn_ids():
+                await downstream.write(agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id=turn_id)))
+            await downstream.done_writing()
+        await asyncio.wait({pump}, timeout=CANCEL_WAIT_S)
+
+    async def _open(self, first: agent_pb2.ConverseRequest) -> tuple[Any, bytes]:
+        """Open a stream on the session's router, failing over until one answers the first turn."""
+        key = first.start_turn.session_id or uuid.uuid4().hex
+        last: grpc.aio.AioRpcError | None = None
+        order = self._routers.order(key)
+        if not order:
+            raise Unavailable("no router is available", retry_after_s=1.0)
+        for target in order:
+            converse = self._routers.channel(target).stream_stream(
+                CONVERSE, request_serializer=agent_pb2.ConverseRequest.SerializeToString, response_deserializer=raw
+            )
+            call: Any = converse(metadata=self._metadata, timeout=downstream_timeout())
+            try:
+                await call.write(first)
+                accepted = await call.read()
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise RouterFailed(exc) from None
+                log.warning("router %s unavailable before the turn started; trying the next", target)
+                self._routers.mark_down(target)
+                last = exc
+                continue
+            if accepted is grpc.aio.EOF:
+                code, details = await call.code(), await call.details()
+                raise RouterFailed(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details))
+            return call, accepted
+        assert last is not None
+        raise RouterFailed(last)
+
+    async def _pump(self, downstream: Any) -> None:
+        try:
+            while (event := await downstream.read()) is not grpc.aio.EOF:
+                await self._to_client(event)
+                if event[:1] == TURN_COMPLETED_TAG:  # the one message per turn decoded
+                    await self._completed(event)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.CANCELLED:
+                return
+            raise RouterFailed(exc) from None
+
+    async def _completed(self, event: bytes) -> None:
+        done = agent_pb2.ConverseResponse.FromString(event).turn_completed
+        ticket = self._tickets.pop(done.turn_id)
+        if ticket is None:
+            log.warning("TurnCompleted for turn %s, which holds no ticket on this stream", done.turn_id)
+        await self._finish(self._tenant, ticket, done.usage, ttft_of(done.time_to_first_token))
+
+
+def _refused(turn_id: str, error: AgentMeshError) -> bytes:
+    """The TurnCompleted of a turn the gateway refused, with the refusal's status."""
+    done = agent_pb2.TurnCompleted(
+        turn_id=turn_id,
+        finish_reason=common_pb2.FINISH_REASON_ERROR,
+        status=to_rpc_status(error, current_request_id()).SerializeToString(),
+    )
+    return agent_pb2.ConverseResponse(turn_completed=done).SerializeToString()
