@@ -80,7 +80,7 @@ def build_router(
         )
 
     replicas = ReplicaSet(config.inference, channel, refresh_s=config.dns_refresh_s)
-    tools = ToolsLink(config.tools, channel)
+    tools = ToolsLink(config.tools, channel, refresh_s=config.dns_refresh_s)
     sessions = SessionStore(redis, ttl_s=config.session_ttl_s)
     cache = TwoLevelCache("agentmesh:response:", redis) if config.response_cache_ttl_s > 0 else None
     generator = Generator(
