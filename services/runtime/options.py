@@ -7,6 +7,13 @@ peer must be noticed); servers accept pings as often as
 never punished with GOAWAY "too_many_pings". Servers ping idle clients too.
 Message sizes are explicit on both sides. SO_REUSEPORT is off so two servers
 can never silently share one port.
+
+Servers end every connection after ``SERVER_MAX_CONNECTION_AGE_MS`` (gRPC adds
+±10 % jitter) with a GOAWAY: the client's next calls open a new connection,
+which a Service or load balancer may send to a pod that was added since, so
+new pods get traffic from long-lived clients. No grace is set: streams already
+open (a Converse session, a multiplexed Generate or Execute stream) run to
+their end on the old connection instead of being cut.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ CLIENT_KEEPALIVE_TIMEOUT_MS = 10_000
 SERVER_MIN_PING_INTERVAL_MS = 10_000
 SERVER_KEEPALIVE_TIME_MS = 60_000
 SERVER_KEEPALIVE_TIMEOUT_MS = 20_000
+SERVER_MAX_CONNECTION_AGE_MS = 300_000
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 Option = tuple[str, int | str]
@@ -44,6 +52,7 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[O
         ("grpc.http2.min_recv_ping_interval_without_data_ms", SERVER_MIN_PING_INTERVAL_MS),
         ("grpc.http2.max_ping_strikes", 2),
         ("grpc.so_reuseport", 0),
+        ("grpc.max_connection_age_ms", SERVER_MAX_CONNECTION_AGE_MS),
     ]
 
 
