@@ -23,6 +23,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from services.runtime.errors import InvalidArgument
 from services.runtime.tenancy import check_tenant
 
 SCHEMA_VERSION = 1
@@ -150,11 +151,12 @@ def session_keys(prefix: str, tenant: str, session_id: str) -> tuple[str, str, s
 
     A tenant name holds no ``:`` (``tenancy.check_tenant``), so the first ``:`` in
     the hash tag ends it, whatever ``:`` the session id holds; braces are refused
-    in both, since they would end the hash tag. ValueError for either.
+    in both, since they would end the hash tag (ValueError for a tenant, which the
+    interceptor has checked already; InvalidArgument for a caller's session id).
     """
     check_tenant(tenant)
     if "{" in session_id or "}" in session_id:
-        raise ValueError("session ids must not contain braces")
+        raise InvalidArgument.field("session_id", "must not contain braces")
     base = f"{prefix}{{{tenant}:{session_id}}}"
     return f"{base}:meta", f"{base}:events", f"{base}:turns"
 
