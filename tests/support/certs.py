@@ -10,7 +10,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from services.runtime.tls import MeshTls
 
@@ -52,7 +52,7 @@ def make_member(ca: Authority, name: str, *, dns: tuple[str, ...] = ("localhost"
     builder = _validity(x509.CertificateBuilder()).subject_name(_name(name)).issuer_name(ca.cert.subject)
     builder = builder.public_key(key.public_key()).serial_number(x509.random_serial_number())
     builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    usages = [x509.ExtendedKeyUsageOID.SERVER_AUTH, x509.ExtendedKeyUsageOID.CLIENT_AUTH]
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     cert = builder.sign(ca.key, hashes.SHA256())
     key_pem = key.private_bytes(
