@@ -282,3 +282,36 @@ def _detail(status: status_pb2.Status, kind: type[_Detail]) -> _Detail | None:
         if any_msg.Unpack(detail):
             return detail
     return None
+
+
+def rich_error_of_status(status: status_pb2.Status) -> RichError:
+    """Decode a google.rpc.Status carried in a message (``TurnCompleted.status``) rather than in trailers."""
+    return _decode(code_from_number(status.code), status.message, status)
+
+
+def error_of(rich: RichError) -> AgentMeshError:
+    """The taxonomy's exception for a decoded status, so clients raise what servers raise.
+
+    A code the taxonomy does not name (UNKNOWN, UNIMPLEMENTED, DATA_LOSS, ...) becomes the base class, whose
+    code is INTERNAL; the original code stays in ``metadata["grpc_code"]``.
+    """
+    metadata = {"grpc_code": rich.code.name, **({"request_id": rich.request_id} if rich.request_id else {})}
+    reason = rich.reason or None
+    if rich.code is grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(rich.message, rich.field_violations, reason=reason)
+    if rich.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ResourceExhausted(rich.message, retry_after_s=rich.retry_after_s, reason=reason, metadata=metadata)
+    if rich.code is grpc.StatusCode.UNAVAILABLE:
+        return Unavailable(rich.message, retry_after_s=rich.retry_after_s, reason=reason, metadata=metadata)
+    for kind in (
+        NotFound,
+        AlreadyExists,
+        FailedPrecondition,
+        Unauthenticated,
+        PermissionDenied,
+        DeadlineExceeded,
+        Cancelled,
+    ):
+        if rich.code is kind.code:
+            return kind(rich.message, reason=reason, metadata=metadata)
+    return AgentMeshError(rich.message, reason=reason, metadata=metadata)

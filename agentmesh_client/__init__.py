@@ -1,0 +1,40 @@
+"""The typed async Python client of AgentMesh's AgentService (see ``client.py`` and the README)."""
+
+from agentmesh_client.client import AgentClient
+from agentmesh_client.conversation import Conversation, Turn, TurnResult
+from agentmesh_client.events import (
+    CompletionEvent,
+    CompletionFinished,
+    CompletionStarted,
+    Draining,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnEvent,
+    TurnStarted,
+    Usage,
+)
+from agentmesh_client.options import Priority, Sampling
+from agentmesh_client.retry import RetryPolicy
+
+__all__ = [
+    "AgentClient",
+    "CompletionEvent",
+    "CompletionFinished",
+    "CompletionStarted",
+    "Conversation",
+    "Draining",
+    "Priority",
+    "RetryPolicy",
+    "Sampling",
+    "TextDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "Turn",
+    "TurnCompleted",
+    "TurnEvent",
+    "TurnResult",
+    "TurnStarted",
+    "Usage",
+]
