@@ -50,6 +50,7 @@ from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
+from services.runtime.tenancy import TenantInterceptor
 from services.tools.builtin import default_tools
 from services.tools.executor import ToolExecutor
 from services.tools.registry import ToolRegistry
@@ -188,7 +189,9 @@ async def start_eval_mesh(redis: aioredis.Redis, inference_address: str, modes: 
             )
             config.validate()
             router = build_router(config, redis, Metrics())
-            server = MeshServer(config, [router.servicer.service()], metrics=Metrics())
+            server = MeshServer(
+                config, [router.servicer.service()], metrics=Metrics(), interceptors=[TenantInterceptor()]
+            )
             await server.start()
             channel = grpc.aio.insecure_channel(server.address)
             mesh.routers.append((router, server, channel))

@@ -18,7 +18,8 @@ Case files (``cases/<split>.jsonl``), one JSON object per line::
 - ``args`` (optional, per expected tool): what the arguments must *mean*:
   calculator ``{"result": n}`` (the expression evaluates, with the tool's own
   evaluator, to n); unit_convert ``{"value": n, "from_unit": u, "to_unit": u}``
-  (units compared after the tool's own alias table); clock ``{"timezone": z}``
+  (the call's ``quantity`` read by the tool's own parser; units compared after
+  the tool's own alias table); clock ``{"timezone": z}``
   (resolved as the tool resolves it, so "Tokyo" is Asia/Tokyo);
   kb_search ``{"keywords": [...]}`` (the query is non-empty and shares one:
   a query word starting with a keyword); http_get ``{"url": u}``. A unit or a
@@ -401,6 +402,11 @@ def check_arguments(tool: str, expected: Mapping[str, Any], arguments: Mapping[s
         return None
     if tool == "unit_convert":
         value, source, target = arguments.get("value"), arguments.get("from_unit"), arguments.get("to_unit")
+        if isinstance(arguments.get("quantity"), str):  # the tool's schema: "3 gallons", read as the tool reads it
+            try:
+                value, source = unit_convert.parse_quantity(arguments["quantity"])
+            except ToolError as exc:
+                return f"quantity {arguments['quantity']!r} does not parse ({exc})"
         problems = []
         if not _is_number(value) or not numbers_close(float(value), float(expected["value"]), ARG_REL_TOL):
             problems.append(f"value {value!r}, expected {expected['value']}")

@@ -54,7 +54,9 @@ SELECTION_MODES = ("embedding", "llm")
 CHOOSE_MAX_TOKENS = 48
 
 #: Words by which a message refers back to the previous answer ("add 6 to that result").
-_REFERS_BACK = re.compile(r"\b(that|it|this|result|answer|previous|same|again|those|these|them)\b", re.IGNORECASE)
+_REFERS_BACK = re.compile(
+    r"\b(that|it|this|result|answer|previous|same|again|those|these|them|there|then)\b", re.IGNORECASE
+)
 
 
 @dataclass
@@ -214,7 +216,10 @@ class Planner:
     ) -> list[PlannedCall]:
         """Arguments for each named tool, filled concurrently; unparseable or ungrounded fills are dropped."""
         by_name = {t.name: t for t in specs}
-        context = turn.previous_answer if turn.previous_answer and _REFERS_BACK.search(turn.message) else ""
+        context = ""
+        if (turn.previous_message or turn.previous_answer) and _REFERS_BACK.search(turn.message):
+            # Both sides of the previous turn: "there" names a place the user said, "that" a number the answer said.
+            context = " ".join(filter(None, (turn.previous_message, turn.previous_answer)))
 
         async def fill_one(name: str) -> str:
             tool, text = by_name[name], segments.get(name, turn.message)

@@ -292,13 +292,13 @@ async def test_bad_calls_get_clear_per_call_errors(ex: Executor) -> None:
 async def test_schema_violation_reports_the_json_pointer(start_server: StartServer, open_channel: OpenChannel) -> None:
     ex = await start_executor(start_server, open_channel, Probe(), extra=default_tools())
     stream = Stream(ex.channel)
-    await stream.send("bad", "unit_convert", {"value": "ten", "from_unit": "km", "to_unit": "mi"})
+    await stream.send("bad", "unit_convert", {"quantity": 10, "to_unit": "mi"})
     await stream.send("calc", "calculator", {"expression": "23*47"})
     await stream.send("evil", "calculator", {"expression": "__import__('os').system('true')"})
     await stream.wait("bad", "calc", "evil")
     await stream.close()
     assert stream.results["bad"].status == S.TOOL_CALL_STATUS_INVALID_ARGUMENT
-    assert stream.results["bad"].error_field == "/value"
+    assert stream.results["bad"].error_field == "/quantity"
     assert json.loads(stream.results["calc"].output_json)["result"] == 1081
     assert stream.results["evil"].status == S.TOOL_CALL_STATUS_FAILED
     stub = tools_pb2_grpc.ToolExecutorServiceStub(ex.channel)

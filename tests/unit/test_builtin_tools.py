@@ -86,13 +86,13 @@ async def test_kb_search_finds_the_relevant_section() -> None:
 
 def test_argument_errors_point_at_the_field() -> None:
     tool = unit_convert.TOOL
-    problem = ToolRegistry.check_arguments(tool, {"value": "ten", "from_unit": "km", "to_unit": "mi"})
-    assert problem is not None and problem.pointer == "/value"
-    problem = ToolRegistry.check_arguments(tool, {"value": 1, "from_unit": "km"})
+    problem = ToolRegistry.check_arguments(tool, {"quantity": 10, "to_unit": "mi"})
+    assert problem is not None and problem.pointer == "/quantity"
+    problem = ToolRegistry.check_arguments(tool, {"quantity": "1 km"})
     assert problem is not None and problem.pointer == "/to_unit"
-    problem = ToolRegistry.check_arguments(tool, {"value": 1, "from_unit": "km", "to_unit": "m", "x": 1})
+    problem = ToolRegistry.check_arguments(tool, {"quantity": "1 km", "to_unit": "m", "x": 1})
     assert problem is not None and problem.pointer == "/x"
-    assert ToolRegistry.check_arguments(tool, {"value": 1, "from_unit": "km", "to_unit": "m"}) is None
+    assert ToolRegistry.check_arguments(tool, {"quantity": "1 km", "to_unit": "m"}) is None
 
 
 def test_http_allowlist_rules() -> None:
@@ -248,15 +248,15 @@ def test_unit_convert_errors_say_what_to_do() -> None:
 
 
 async def test_unit_convert_output_keeps_tiny_results_and_drops_float_noise() -> None:
-    out = await unit_convert.TOOL.fn({"value": 1, "from_unit": "nm", "to_unit": "mi"})
+    out = await unit_convert.TOOL.fn({"quantity": "1 nm", "to_unit": "mi"})
     assert out["result"] == pytest.approx(6.21371192237e-13)
-    out = await unit_convert.TOOL.fn({"value": 32, "from_unit": "F", "to_unit": "C"})
+    out = await unit_convert.TOOL.fn({"quantity": "32 F", "to_unit": "C"})
     assert out["result"] == 0
 
 
 async def test_unit_convert_summary_uses_the_units_as_written() -> None:
     async def summary(value: float, src: str, dst: str) -> str:
-        args = {"value": value, "from_unit": src, "to_unit": dst}
+        args = {"quantity": f"{value} {src}", "to_unit": dst}
         return unit_convert.summarize(json.loads(json.dumps(await unit_convert.TOOL.fn(args))))
 
     assert await summary(5, "kg", "lb") == "5 kg = 11.0231 lb."
@@ -265,6 +265,39 @@ async def test_unit_convert_summary_uses_the_units_as_written() -> None:
     assert await summary(10, "km", "miles") == "10 km = 6.21371 miles."
     assert await summary(1, "sq ft", "m2") == "1 sq ft = 0.092903 m2."
     assert await summary(1, "nm", "mi") == "1 nm = 6.21371e-13 mi."
+
+
+@pytest.mark.parametrize(
+    ("quantity", "value", "unit"),
+    [
+        ("3 gallons", 3.0, "gallons"),
+        ("26.2 miles", 26.2, "miles"),
+        ("-40 celsius", -40.0, "celsius"),
+        ("30 degrees Celsius", 30.0, "degrees Celsius"),
+        ("98.6°F", 98.6, "°F"),
+        ("5kg", 5.0, "kg"),
+        ("1,500  feet", 1500.0, "feet"),
+        (".5 L", 0.5, "L"),
+        ("a gallon", 1.0, "gallon"),
+        ("two cups", 2.0, "cups"),
+    ],
+)
+def test_quantity_is_parsed_as_the_user_wrote_it(quantity: str, value: float, unit: str) -> None:
+    assert unit_convert.parse_quantity(quantity) == (value, unit)
+
+
+@pytest.mark.parametrize(
+    ("quantity", "problem"),
+    [("gallons", "has no amount"), ("3", "has no unit"), ("-", "has no amount"), ("- a gallon", "has no amount")],
+)
+def test_quantity_without_amount_or_unit_is_a_clear_tool_error(quantity: str, problem: str) -> None:
+    with pytest.raises(ToolError, match=problem):
+        unit_convert.parse_quantity(quantity)
+
+
+async def test_unit_convert_relays_an_unknown_unit_as_the_user_wrote_it() -> None:
+    with pytest.raises(ToolError, match="unknown unit 'furlongs'; supported: mm, cm"):
+        await unit_convert.TOOL.fn({"quantity": "4 furlongs", "to_unit": "meters"})
 
 
 # --- clock --------------------------------------------------------------------------------------

@@ -107,6 +107,10 @@ def test_unit_arguments_compare_after_the_tools_alias_table() -> None:
     temperature = {"value": 30, "from_unit": "celsius", "to_unit": "fahrenheit"}
     assert check_arguments("unit_convert", temperature, {"value": 30, "from_unit": "°C", "to_unit": "F"}) is None
     # A unit the tool does not know can still be expected; plural and case do not matter.
+    quantity = {"quantity": "5 kilograms", "to_unit": "pounds"}
+    assert check_arguments("unit_convert", expected, quantity) is None
+    assert check_arguments("unit_convert", expected, {"quantity": "5 pounds", "to_unit": "kg"}) is not None
+    assert "does not parse" in str(check_arguments("unit_convert", expected, {"quantity": "kg", "to_unit": "lb"}))
     unknown = {"value": 4, "from_unit": "furlong", "to_unit": "m"}
     assert check_arguments("unit_convert", unknown, {"value": 4, "from_unit": "Furlongs", "to_unit": "meters"}) is None
     alternatives = {"value": 4, "from_unit": ["furlong", "fur"], "to_unit": "m"}

@@ -135,7 +135,7 @@ def test_clauses(message: str, parts: list[str]) -> None:
         ({"expression": "3*60"}, "How many minutes are in 3 hours?"),
         ({"expression": "1234+5"}, "add 5 to 1,234"),
         ({"expression": "90/3"}, "a third of 90"),
-        ({"value": 5, "from_unit": "kg", "to_unit": "lb"}, "How many pounds is 5 kg?"),
+        ({"quantity": "5 kg", "to_unit": "pounds"}, "How many pounds is 5 kg?"),
     ],
 )
 def test_derived_numbers_are_grounded(arguments: dict[str, object], message: str) -> None:
@@ -144,7 +144,7 @@ def test_derived_numbers_are_grounded(arguments: dict[str, object], message: str
 
 def test_invented_numbers_are_not_grounded_and_context_grounds_follow_ups() -> None:
     assert ungrounded({"expression": "10000001*4"}, "What is my name?") == [10000001.0, 4.0]
-    assert ungrounded({"value": 10.0, "from_unit": "a", "to_unit": "b"}, "convert this") == [10.0]
+    assert ungrounded({"quantity": "10 km", "to_unit": "b"}, "convert this") == [10.0]
     assert ungrounded({"expression": "1081+6"}, "Now add 6 to that result.") == [1081.0]
     assert ungrounded({"expression": "1081+6"}, "Now add 6 to that result.", "23*47 = 1081.") == []
     assert {0.15, 15.0, 100.0} <= numbers_in("15% of 80")

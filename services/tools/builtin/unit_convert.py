@@ -170,50 +170,79 @@ def summarize(output: Any) -> str:
     return f"{significant(numbers[0], 10)} {source.strip()} = {significant(numbers[1], 6)} {target.strip()}."
 
 
-async def unit_convert(args: dict[str, Any]) -> dict[str, Any]:
-    value = float(args["value"])
+_AMOUNT = re.compile(r"^(?P<number>[-+−]?(?:\d{1,3}(?:,\d{3})+|\d*)(?:\.\d+)?)(?P<unit>.*)$")
+#: Amounts people write as words ("a gallon", "two cups"); anything longer reads better as digits.
+_AMOUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "ten": 10.0}
+
+
+def parse_quantity(text: str) -> tuple[float, str]:
+    """``"3 gallons"`` → ``(3.0, "gallons")``: the amount and the unit as written (checked by :func:`unit`).
+
+    The fill copies the quantity from the message instead of splitting it into a
+    number and a canonical unit name: a small model copies a span reliably, and
+    it mixed up which unit was the source when it had to pick two names (measured
+    on the dev split: 5 of 8 unit fills reversed or duplicated a unit).
+    """
+    stripped = " ".join(text.split())
+    match = _AMOUNT.match(stripped)
+    number, rest = (match.group("number"), match.group("unit").strip()) if match else ("", stripped)
+    if not any(c.isdigit() for c in number):
+        word, _, after = rest.partition(" ")
+        if number or word.lower() not in _AMOUNT_WORDS:
+            raise ToolError(f"quantity {text!r} has no amount; write it as a number and a unit, such as '3 gallons'")
+        value, rest = _AMOUNT_WORDS[word.lower()], after.strip()
+    else:
+        value = float(number.replace(",", "").replace("−", "-"))
+    if not rest:
+        raise ToolError(f"quantity {text!r} has no unit; write it as a number and a unit, such as '3 gallons'")
     if not math.isfinite(value):
-        raise ToolError("value must be a finite number")
-    result = convert(value, str(args["from_unit"]), str(args["to_unit"]))
+        raise ToolError("the amount must be a finite number")
+    return value, rest
+
+
+async def unit_convert(args: dict[str, Any]) -> dict[str, Any]:
+    value, source = parse_quantity(str(args["quantity"]))
+    target = str(args["to_unit"])
+    result = convert(value, source, target)
     return {
         "value": value,
-        "from_unit": args["from_unit"],
-        "to_unit": args["to_unit"],
+        "from_unit": source,
+        "to_unit": target,
         # 12 significant digits: float noise off, and a tiny result (1 nm in miles) is not rounded to 0.
         "result": float(f"{result:.12g}"),
     }
 
 
-def _ex(text: str, value: float, source: str, target: str) -> ToolExample:
-    return ToolExample(text, {"value": value, "from_unit": source, "to_unit": target})
+def _ex(text: str, quantity: str, target: str) -> ToolExample:
+    return ToolExample(text, {"quantity": quantity, "to_unit": target})
 
 
 EXAMPLES = (
-    _ex("Convert 5 km to miles.", 5, "km", "mi"),
-    _ex("How many pounds is 3 kg?", 3, "kg", "lb"),
-    _ex("what's 70 kg in lbs", 70, "kg", "lb"),
-    _ex("I weigh 165 pounds, how much is that in kilos?", 165, "lb", "kg"),
-    _ex("How many liters are in 2 gallons?", 2, "gal", "L"),
-    _ex("convert 100 feet to meters", 100, "ft", "m"),
-    _ex("Convert 26.2 miles to kilometers", 26.2, "mi", "km"),
-    _ex("What is 30 degrees Celsius in Fahrenheit?", 30, "C", "F"),
-    _ex("What's 98.6 F in Celsius?", 98.6, "F", "C"),
-    _ex("what's -40 celsius in fahrenheit", -40, "C", "F"),
-    _ex("Convert 300 K to celsius", 300, "K", "C"),
-    _ex("how tall is 180 cm in inches", 180, "cm", "in"),
-    _ex("How many ounces in 500 grams?", 500, "g", "oz"),
-    _ex("My recipe says 8 oz of flour, how many grams is that?", 8, "oz", "g"),
-    _ex("I weigh 12 stone, what's that in kg?", 12, "st", "kg"),
-    _ex("How many cups is 500 ml?", 500, "ml", "cup"),
-    _ex("How many fluid ounces are in 2 liters?", 2, "L", "fl oz"),
-    _ex("how many pints in 4 litres", 4, "L", "pt"),
-    _ex("How many quarts in 3 gallons", 3, "gal", "qt"),
-    _ex("How much is 1 metric ton in pounds", 1, "t", "lb"),
-    _ex("Convert 10 nautical miles to km", 10, "nmi", "km"),
-    _ex("what is 60 mph in km/h", 60, "mph", "km/h"),
-    _ex("a 20 km/h wind, how fast is that in knots?", 20, "km/h", "kn"),
-    _ex("how many square feet is 50 square meters", 50, "m2", "ft2"),
-    _ex("Convert 2.5 acres to hectares", 2.5, "acre", "ha"),
+    _ex("Convert 5 km to miles.", "5 km", "miles"),
+    _ex("How many pounds is 3 kg?", "3 kg", "pounds"),
+    _ex("what's 70 kg in lbs", "70 kg", "lbs"),
+    _ex("I weigh 165 pounds, how much is that in kilos?", "165 pounds", "kilos"),
+    _ex("How many liters are in 2 gallons?", "2 gallons", "liters"),
+    _ex("convert 100 feet to meters", "100 feet", "meters"),
+    _ex("Convert 26.2 miles to kilometers", "26.2 miles", "kilometers"),
+    _ex("What is 30 degrees Celsius in Fahrenheit?", "30 degrees Celsius", "Fahrenheit"),
+    _ex("What's 98.6 F in Celsius?", "98.6 F", "Celsius"),
+    _ex("what's -40 celsius in fahrenheit", "-40 celsius", "fahrenheit"),
+    _ex("Convert 300 K to celsius", "300 K", "celsius"),
+    _ex("how tall is 180 cm in inches", "180 cm", "inches"),
+    _ex("How many ounces in 500 grams?", "500 grams", "ounces"),
+    _ex("My recipe says 8 oz of flour, how many grams is that?", "8 oz", "grams"),
+    _ex("I weigh 12 stone, what's that in kg?", "12 stone", "kg"),
+    _ex("How many cups is 500 ml?", "500 ml", "cups"),
+    _ex("How many fluid ounces are in 2 liters?", "2 liters", "fluid ounces"),
+    _ex("how many pints in 4 litres", "4 litres", "pints"),
+    _ex("How many quarts in 3 gallons", "3 gallons", "quarts"),
+    _ex("How much is 1 metric ton in pounds", "1 metric ton", "pounds"),
+    _ex("Convert 10 nautical miles to km", "10 nautical miles", "km"),
+    _ex("what is 60 mph in km/h", "60 mph", "km/h"),
+    _ex("a 20 km/h wind, how fast is that in knots?", "20 km/h", "knots"),
+    _ex("how many square feet is 50 square meters", "50 square meters", "square feet"),
+    _ex("Convert 2.5 acres to hectares", "2.5 acres", "hectares"),
 )
 
 NEGATIVE_EXAMPLES = (
@@ -238,21 +267,20 @@ TOOL = ToolDefinition(
     parameters={
         "type": "object",
         "properties": {
-            "value": {"type": "number", "description": "the amount to convert"},
-            "from_unit": {
+            "quantity": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 32,
-                "description": "the unit the amount is given in (written right after the number)",
+                "maxLength": 48,
+                "description": "the amount with its unit, copied from the message (such as '3 gallons')",
             },
             "to_unit": {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 32,
-                "description": "the unit the user wants the answer in",
+                "description": "the unit the user wants the answer in, as they wrote it",
             },
         },
-        "required": ["value", "from_unit", "to_unit"],
+        "required": ["quantity", "to_unit"],
         "additionalProperties": False,
     },
     fn=unit_convert,
