@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 #: The first byte of a serialized ConverseResponse whose event is turn_completed (field 5, length-delimited).
 TURN_COMPLETED_TAG = bytes([(5 << 3) | 2])
 #: How long a stream whose client left waits for the router's TurnCompleted of its cancelled turns.
-CANCEL_WAIT_S = 2.0
+CANCEL_WAIT_S = 5.0
 CONVERSE = f"/{agent_pb2.DESCRIPTOR.services_by_name['AgentService'].full_name}/Converse"
 
 Send = Callable[[bytes], Awaitable[None]]

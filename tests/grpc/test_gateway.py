@@ -11,6 +11,7 @@ import grpc
 import grpc.aio
 import pytest
 import redis.asyncio as aioredis
+from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from loadtest.mesh import Mesh, converse, start_mesh
-from services.runtime.errors import rich_error_of
+from services.runtime.errors import rich_error_of, rich_error_of_status
 from services.runtime.metrics import Metrics
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
@@ -62,12 +63,14 @@ async def test_converse_and_complete_are_forwarded_with_the_tenant(mesh: Mesh) -
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     out = [m async for m in stub.Complete(agent_pb2.CompleteRequest(prompt="hi"), metadata=ACME)]
     assert out[0].HasField("started") and out[-1].HasField("finished")
-    # Router errors reach the client with their rich details.
+    # A turn the router rejects reaches the client with its rich details, in its TurnCompleted.
     call: Any = stub.Converse(metadata=ACME)
     await call.write(agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message=" ")))
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await call.read()
-    assert [v.field for v in rich_error_of(err.value).field_violations] == ["start_turn.message"]
+    done = (await call.read()).turn_completed
+    rich = rich_error_of_status(status_pb2.Status.FromString(done.status))
+    assert [v.field for v in rich.field_violations] == ["start_turn.message"]
+    await call.done_writing()
+    assert await call.code() == grpc.StatusCode.OK
 
 
 async def test_rate_limit_rejects_with_retry_info_and_is_shared_by_two_gateways(mesh: Mesh) -> None:

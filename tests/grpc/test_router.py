@@ -10,12 +10,13 @@ import grpc
 import grpc.aio
 import pytest
 import redis.asyncio as aioredis
+from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from loadtest.mesh import Mesh, converse, start_mesh
 from services.router.picker import RoundRobinPicker
-from services.runtime.errors import rich_error_of
+from services.runtime.errors import rich_error_of, rich_error_of_status
 from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
@@ -223,21 +224,23 @@ async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) ->
 
 async def test_bad_requests_get_clear_errors(mesh: Mesh) -> None:
     stub = await mesh.add_router()
+    # A rejected turn ends with its TurnCompleted, carrying the status and field violations (the stream goes on).
     call: Any = stub.Converse()
     await call.write(agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="  ")))
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await call.read()
-    rich = rich_error_of(err.value)
-    assert rich.code == grpc.StatusCode.INVALID_ARGUMENT
+    done = (await call.read()).turn_completed
+    rich = rich_error_of_status(status_pb2.Status.FromString(done.status))
+    assert done.finish_reason == common_pb2.FINISH_REASON_ERROR and rich.message.startswith("start_turn.message")
     assert [v.field for v in rich.field_violations] == ["start_turn.message"]
 
-    bad_tool = agent_pb2.StartTurn(message="x", tool_choice=agent_pb2.ToolChoice(
-        mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="nope"))  # fmt: skip
-    call = stub.Converse()
+    bad_tool = agent_pb2.StartTurn(
+        message="x", tool_choice=agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="nope")
+    )
     await call.write(agent_pb2.ConverseRequest(start_turn=bad_tool))
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await call.read()
-    assert [v.field for v in rich_error_of(err.value).field_violations] == ["start_turn.tool_choice.tool_name"]
+    done = (await call.read()).turn_completed
+    rich = rich_error_of_status(status_pb2.Status.FromString(done.status))
+    assert [v.field for v in rich.field_violations] == ["start_turn.tool_choice.tool_name"]
+    await call.done_writing()
+    assert await call.code() == grpc.StatusCode.OK
 
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.GetSession(agent_pb2.GetSessionRequest(session_id="missing"))
