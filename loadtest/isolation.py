@@ -50,7 +50,8 @@ async def main_async(quick: bool) -> str:
     lines = [
         f"{sessions} sessions × {turns} turns; session s belongs to tenant s mod T.",
         "",
-        "| tenants T | hit rate, salted per tenant (default) | hit rate, shared (`--share-prefix-cache`) | lost to isolation |",
+        "| tenants T | hit rate, salted per tenant (default) | hit rate, shared (`--share-prefix-cache`) "
+        "| lost to isolation |",
         "|---:|---:|---:|---:|",
     ]
     try:
