@@ -19,7 +19,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.runtime.config import ServiceConfig, load_config
 from services.runtime.health import wait_serving
+from services.runtime.tls import MeshTls
 
 ROOT = Path(__file__).resolve().parents[2]
 COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m", "\033[31m"]
@@ -88,6 +90,8 @@ async def run(args: argparse.Namespace) -> int:
     if not env.get("AGENTMESH_GATEWAY_API_KEYS") and not env.get("AGENTMESH_GATEWAY_API_KEYS_FILE"):
         # A local development key, so `agentmesh chat` works out of the box on loopback.
         env["AGENTMESH_GATEWAY_API_KEYS"] = f"dev:{DEV_API_KEY}"
+    # With AGENTMESH_TLS_* set every internal server takes only mesh peers: ask their health as one.
+    mesh_tls = MeshTls.from_config(load_config(ServiceConfig, [], env))
     code = 0
     try:
         for p in procs:
@@ -101,7 +105,12 @@ async def run(args: argparse.Namespace) -> int:
                 return process.returncode is None
 
             ready = asyncio.ensure_future(
-                wait_serving(f"127.0.0.1:{p.port}", within_s=args.start_timeout_s, still_starting=still_starting)
+                wait_serving(
+                    f"127.0.0.1:{p.port}",
+                    within_s=args.start_timeout_s,
+                    still_starting=still_starting,
+                    tls=None if p.name == "gateway" else mesh_tls,
+                )
             )
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
