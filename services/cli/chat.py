@@ -5,8 +5,10 @@ shows each tool call as it starts (→) and finishes (←), and streams the answ
 Ctrl-C during a turn cancels that turn and the chat goes on (late text of the
 cancelled turn is dropped by its turn id); Ctrl-C at the prompt or Ctrl-D ends
 the chat (``interrupts.py``). A turn that fails prints its status and the chat
-goes on. ``chat --once``
-runs a single turn for scripts. ``complete`` streams a one-shot answer. The
+goes on. ``chat --once`` runs a single turn for scripts. ``complete`` streams a
+one-shot answer. Both speak through the typed client (``agentmesh_client``), so
+a turn or completion refused by the rate limit or shed is retried after the
+server's pushback (at most 3 tries, 10 s of waiting) before it is reported. The
 API key comes from ``--api-key``, then ``AGENTMESH_API_KEY``, then — on
 loopback only — the development key that ``agentmesh up`` configures.
 Failures print one line: ``agentmesh: error: CODE: message``.
@@ -19,27 +21,25 @@ import asyncio
 import contextlib
 import os
 import sys
-import uuid
 from collections.abc import Callable
 from typing import Any, TextIO
 
-import grpc
-import grpc.aio
-from google.rpc import status_pb2
-
-from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
-from agentmesh.common.v1 import common_pb2
+from agentmesh_client import (
+    AgentClient,
+    Draining,
+    Sampling,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    Turn,
+    TurnCompleted,
+    TurnEvent,
+    TurnStarted,
+)
+from agentmesh_client.options import PRIORITIES
 from services.cli.interrupts import Interrupts, read_line
 from services.cli.up import DEV_API_KEY, GATEWAY_PORT
-from services.runtime.channel import create_channel
-from services.runtime.errors import code_from_number, rich_error_of
-
-PRIORITIES = {"P0": common_pb2.PRIORITY_P0, "P1": common_pb2.PRIORITY_P1, "P2": common_pb2.PRIORITY_P2}
-MODES = {
-    "auto": agent_pb2.TOOL_CHOICE_MODE_AUTO,
-    "none": agent_pb2.TOOL_CHOICE_MODE_NONE,
-    "required": agent_pb2.TOOL_CHOICE_MODE_REQUIRED,
-}
+from services.runtime.errors import AgentMeshError
 
 
 class CliError(Exception):
@@ -55,99 +55,68 @@ def api_key(args: argparse.Namespace) -> str:
     return key
 
 
-def tool_choice(value: str) -> agent_pb2.ToolChoice:
-    if value in MODES:
-        return agent_pb2.ToolChoice(mode=MODES[value])
-    return agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name=value)
-
-
-def describe(error: grpc.aio.AioRpcError) -> str:
-    rich = rich_error_of(error)
-    text = f"{error.code().name}: {rich.message or error.details()}"
-    if rich.retry_after_s:
-        text += f" (retry in {rich.retry_after_s:.1f}s)"
+def describe(error: AgentMeshError) -> str:
+    text = f"{error.metadata.get('grpc_code', error.code.name)}: {error.message}"
+    if error.retry_after_s:
+        text += f" (retry in {error.retry_after_s:.1f}s)"
     return text
 
 
-def render(event: agent_pb2.ConverseResponse, out: TextIO) -> None:
-    kind = event.WhichOneof("event")
-    if kind == "tool_call_started":
-        e = event.tool_call_started
-        out.write(f"  → {e.tool_name} {e.arguments_json}\n")
-    elif kind == "tool_call_finished":
-        f = event.tool_call_finished
-        ms = f.latency.ToNanoseconds() / 1e6
-        status = common_pb2.ToolCallStatus.Name(f.status).removeprefix("TOOL_CALL_STATUS_").lower()
-        detail = f.output_json if f.output_json else f.error_message
-        cached = ", cached" if f.cached else ""
-        out.write(f"  ← {f.tool_name} {status} ({ms:.0f} ms{cached}): {detail}\n")
-    elif kind == "text_delta":
-        out.write(event.text_delta.text)
-    elif kind == "turn_completed" and event.turn_completed.status:
-        status = status_pb2.Status.FromString(event.turn_completed.status)
-        out.write(f"\n  [turn failed: {code_from_number(status.code).name}: {status.message}]\n")
-    elif kind == "turn_completed" and event.turn_completed.finish_reason == common_pb2.FINISH_REASON_ABORTED:
-        out.write("\n  [cancelled]\n")
-    elif kind == "turn_completed":
-        done = event.turn_completed
-        ttft = done.time_to_first_token.ToNanoseconds() / 1e6
-        selection = agent_pb2.ToolSelection.Name(done.tool_selection).removeprefix("TOOL_SELECTION_").lower()
+def render(event: TurnEvent, out: TextIO) -> None:
+    if isinstance(event, ToolCallStarted):
+        out.write(f"  → {event.tool_name} {event.arguments_json}\n")
+    elif isinstance(event, ToolCallFinished):
+        detail = event.output_json if event.output_json else event.error_message
+        cached = ", cached" if event.cached else ""
+        out.write(f"  ← {event.tool_name} {event.status} ({event.latency_s * 1000:.0f} ms{cached}): {detail}\n")
+    elif isinstance(event, TextDelta):
+        out.write(event.text)
+    elif isinstance(event, TurnCompleted) and event.error is not None and event.finish_reason != "aborted":
+        out.write(f"\n  [turn failed: {describe(event.error)}]\n")
+    elif isinstance(event, TurnCompleted) and event.finish_reason == "aborted":
+        out.write("\n  [timed out]\n" if event.error is not None else "\n  [cancelled]\n")
+    elif isinstance(event, TurnCompleted):
+        ttft = (event.ttft_s or 0.0) * 1000
         out.write(
-            f"\n  [{done.generations} generations ({selection}); {done.usage.prompt_tokens} prompt + "
-            f"{done.usage.completion_tokens} completion tokens, {done.usage.cached_prompt_tokens} cached; "
+            f"\n  [{event.generations} generations ({event.tool_selection}); {event.usage.prompt_tokens} prompt + "
+            f"{event.usage.completion_tokens} completion tokens, {event.usage.cached_prompt_tokens} cached; "
             f"first token {ttft:.0f} ms]\n"
         )
-    elif kind == "draining":
+    elif isinstance(event, Draining):
         out.write("\n  [the server is shutting down; reconnect to continue]\n")
     out.flush()
 
 
-async def run_turn(call: Any, start: agent_pb2.StartTurn, out: TextIO, interrupts: Interrupts | None = None) -> str:
-    """Send one turn and render its events until its TurnCompleted; returns the session id.
+async def run_turn(turn: Turn, out: TextIO, interrupts: Interrupts | None = None) -> str:
+    """Render one turn's events until its TurnCompleted; returns the session id.
 
-    With ``interrupts``, Ctrl-C sends CancelTurn for this turn once; its late text is dropped, and the turn
-    still ends with its TurnCompleted (ABORTED). A read is never cancelled: in grpc.aio that cancels the call.
+    With ``interrupts``, Ctrl-C cancels this turn once (``Turn.cancel``: the client drops its late text, and
+    the turn still ends with its TurnCompleted, ABORTED); the chat goes on.
     """
-    if not start.turn_id:
-        start.turn_id = uuid.uuid4().hex
-    await call.write(agent_pb2.ConverseRequest(start_turn=start))
     session = ""
-    cancelled = False
     with interrupts.turn() if interrupts is not None else contextlib.nullcontext():
-        cancel = asyncio.ensure_future(interrupts.cancel.wait()) if interrupts is not None else None
-        read = asyncio.ensure_future(call.read())
+        watcher = asyncio.ensure_future(_cancel_on_interrupt(interrupts, turn)) if interrupts is not None else None
         try:
-            while True:
-                waits = {read} if cancel is None or cancelled else {read, cancel}
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if cancel is not None and cancel.done() and not cancelled:
-                    cancelled = True
-                    await call.write(agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id=start.turn_id)))
-                if not read.done():
-                    continue
-                event = read.result()
-                if event is grpc.aio.EOF:
-                    raise CliError("the server closed the stream")
-                if event.HasField("turn_accepted"):
-                    session = event.turn_accepted.session_id
-                late = event.HasField("text_delta") and (cancelled or event.text_delta.turn_id != start.turn_id)
-                if not late:
-                    render(event, out)
-                if event.HasField("turn_completed") and event.turn_completed.turn_id == start.turn_id:
-                    return session
-                read = asyncio.ensure_future(call.read())
+            async for event in turn:
+                if isinstance(event, TurnStarted):
+                    session = event.session_id
+                render(event, out)
         finally:
-            if cancel is not None:
-                cancel.cancel()
+            if watcher is not None:
+                watcher.cancel()
+    return session
+
+
+async def _cancel_on_interrupt(interrupts: Interrupts, turn: Turn) -> None:
+    await interrupts.cancel.wait()
+    await turn.cancel()
 
 
 async def chat_loop(
-    call: Any,
-    start: Callable[[str, str], agent_pb2.StartTurn],
+    new_turn: Callable[[str], Turn],
     out: TextIO,
     interrupts: Interrupts,
     *,
-    session: str = "",
     prompt: Callable[[str], asyncio.Future[str | None]] = read_line,
 ) -> None:
     """Turns until Ctrl-D or Ctrl-C at the prompt; Ctrl-C during a turn cancels only that turn."""
@@ -162,51 +131,40 @@ async def chat_loop(
             return
         line = line_future.result() or ""
         if line.strip():
-            session = await run_turn(call, start(session, line), out, interrupts) or session
+            await run_turn(new_turn(line), out, interrupts)
 
 
 async def chat(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
-    metadata = (("authorization", f"Bearer {api_key(args)}"),)
-    async with create_channel(args.target) as channel:
-        call: Any = agent_pb2_grpc.AgentServiceStub(channel).Converse(metadata=metadata)
-
-        def start(session: str, message: str) -> agent_pb2.StartTurn:
-            return agent_pb2.StartTurn(
-                session_id=session,
-                message=message,
-                tool_choice=tool_choice(args.tool_choice),
-                priority=PRIORITIES[args.priority],
-            )
-
+    async with AgentClient.connect(args.target, api_key=api_key(args)) as client:
         try:
-            if args.once is not None:
-                await run_turn(call, start(args.session or "", args.once), out)
-                await call.done_writing()
-                return
-            out.write(
-                f"agentmesh chat on {args.target} — Ctrl-C cancels a turn, Ctrl-C at the prompt or Ctrl-D quits\n"
-            )
-            interrupts = Interrupts()
-            with interrupts.installed():
-                await chat_loop(call, start, out, interrupts, session=args.session or "")
-            await call.done_writing()
-        except grpc.aio.AioRpcError as exc:
+            async with client.conversation(args.session or "") as conversation:
+
+                def new_turn(message: str) -> Turn:
+                    return client.turn(conversation, message, tools=args.tool_choice, priority=args.priority)
+
+                if args.once is not None:
+                    await run_turn(new_turn(args.once), out)
+                    return
+                out.write(
+                    f"agentmesh chat on {args.target} — Ctrl-C cancels a turn, Ctrl-C at the prompt or Ctrl-D quits\n"
+                )
+                interrupts = Interrupts()
+                with interrupts.installed():
+                    await chat_loop(new_turn, out, interrupts)
+        except AgentMeshError as exc:
             raise CliError(describe(exc)) from None
 
 
 async def complete(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
-    metadata = (("authorization", f"Bearer {api_key(args)}"),)
-    request = agent_pb2.CompleteRequest(prompt=args.prompt, priority=PRIORITIES[args.priority])
-    if args.max_tokens:
-        request.sampling.max_tokens = args.max_tokens
-    async with create_channel(args.target) as channel:
+    sampling = Sampling(max_tokens=args.max_tokens or None)
+    async with AgentClient.connect(args.target, api_key=api_key(args)) as client:
         try:
-            async for message in agent_pb2_grpc.AgentServiceStub(channel).Complete(request, metadata=metadata):
-                if message.HasField("text_delta"):
-                    out.write(message.text_delta.text)
+            async for event in client.complete(args.prompt, sampling=sampling, priority=args.priority):
+                if isinstance(event, TextDelta):
+                    out.write(event.text)
                     out.flush()
             out.write("\n")
-        except grpc.aio.AioRpcError as exc:
+        except AgentMeshError as exc:
             raise CliError(describe(exc)) from None
 
 

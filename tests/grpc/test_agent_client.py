@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -24,6 +25,8 @@ from agentmesh_client import (
     TurnStarted,
 )
 from loadtest.mesh import FAST_SIM, Mesh, start_mesh
+from services.cli import chat
+from services.cli.interrupts import Interrupts
 from services.runtime.errors import DeadlineExceeded, InvalidArgument, NotFound, ResourceExhausted, Unauthenticated
 
 MakeClient = Callable[..., AgentClient]
@@ -39,25 +42,37 @@ async def mesh(redis_client: aioredis.Redis) -> AsyncIterator[Mesh]:
 
 
 @pytest.fixture
-async def make_client(mesh: Mesh) -> AsyncIterator[MakeClient]:
+async def gateways(mesh: Mesh) -> dict[str, str]:
+    """Addresses of two gateways: ``default``, and ``limited`` (one request, then 4 per second)."""
+    _, _, default = await mesh.add_gateway()
+    _, _, limited = await mesh.add_gateway(rate_limit_backend="memory", rate_rps=4.0, rate_burst=1.0)
+    return {"default": default.address, "limited": limited.address}
+
+
+@pytest.fixture
+async def make_client(gateways: dict[str, str]) -> AsyncIterator[MakeClient]:
     clients: list[AgentClient] = []
 
-    async def start_gateway(**overrides: Any) -> str:
-        _, _, server = await mesh.add_gateway(**overrides)
-        return server.address
-
-    addresses: dict[str, str] = {}
-
     def make(key: str = "acme-secret-key", retry: RetryPolicy | None = None, gateway: str = "default") -> AgentClient:
-        client = AgentClient.connect(addresses[gateway], api_key=key, retry=retry)
+        client = AgentClient.connect(gateways[gateway], api_key=key, retry=retry)
         clients.append(client)
         return client
 
-    addresses["default"] = await start_gateway()
-    addresses["limited"] = await start_gateway(rate_limit_backend="memory", rate_rps=4.0, rate_burst=1.0)
     yield make
     for client in clients:
         await client.close()
+
+
+class Screen(io.StringIO):
+    """Terminal output that says when something was written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        self.written.set()
+        return super().write(text)
 
 
 async def test_complete_streams_typed_events(make_client: MakeClient) -> None:
@@ -141,3 +156,33 @@ async def test_rejections_raise_the_taxonomy_and_retries_honour_the_pushback(mak
         rejected = [e async for e in never.turn(chat, "hi", tools="none", sampling=short)]
     assert len(rejected) == 1 and isinstance(rejected[0], TurnCompleted)
     assert isinstance(rejected[0].error, ResourceExhausted) and json.dumps(rejected[0].finish_reason)
+
+
+async def test_the_cli_chats_and_completes_through_the_client(gateways: dict[str, str]) -> None:
+    common = {"target": gateways["default"], "api_key": "acme-secret-key", "priority": "P1"}
+    out = io.StringIO()
+    await chat.chat(argparse.Namespace(**common, once="What is 6*7?", session="", tool_choice="calculator"), out)
+    text = out.getvalue()
+    assert "  → calculator {" in text and "  ← calculator " in text and "generations (named)" in text
+    out = io.StringIO()
+    await chat.complete(argparse.Namespace(**common, prompt="hello", max_tokens=3), out)
+    assert len(out.getvalue().split()) == 3
+    bad = argparse.Namespace(**{**common, "api_key": "wrong-key-123"}, prompt="hi", max_tokens=0)
+    with pytest.raises(chat.CliError, match=r"^UNAUTHENTICATED: invalid API key"):
+        await chat.complete(bad, io.StringIO())
+
+
+async def test_ctrl_c_in_a_cli_turn_cancels_only_that_turn(make_client: MakeClient) -> None:
+    client = make_client()
+    interrupts = Interrupts()
+    out = Screen()
+    async with client.conversation() as conversation:
+        turn = client.turn(conversation, "a long story", tools="none")
+        running = asyncio.create_task(chat.run_turn(turn, out, interrupts))
+        await asyncio.wait_for(out.written.wait(), 10)  # the answer has begun
+        interrupts.on_sigint()
+        session = await asyncio.wait_for(running, 10)
+        assert out.getvalue().endswith("[cancelled]\n") and session == conversation.session_id
+        out = Screen()
+        await chat.run_turn(client.turn(conversation, "short", tools="none", sampling=Sampling(max_tokens=2)), out)
+        assert "completion tokens" in out.getvalue()
