@@ -161,6 +161,67 @@ def fill_messages(
     return messages
 
 
+#: A string property a tool marks with this keyword is copied from the conversation, never composed:
+#: the fill's grammar lets the model pick only among the message's own word spans (``copy_constrained``).
+#: Its value is ``true`` or a regular expression the span must match ("a number, then a unit").
+COPY_KEYWORD = "x-agentmesh-copy"
+MAX_SPAN_WORDS = 4
+MAX_SPANS = 256
+_CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
+_EDGE = "\"'`“”‘’()[]{}<>"
+#: Words a copied value never starts or ends with ("in 3 gallons", "1,500 feet to"); articles may start one.
+_GLUE = re.compile(
+    r"(?:about|and|are|as|at|by|for|from|how|in|into|is|many|me|much|of|on|or|than|the|to|what|which|with)",
+    re.IGNORECASE,
+)
+_ARTICLE = re.compile(r"an?", re.IGNORECASE)
+
+
+def spans(*texts: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
+    """Every run of 1..``max_words`` words within one clause of ``texts``, edge punctuation off, in order,
+    that neither starts nor ends with a glue word."""
+    found: dict[str, None] = {}
+    for text in texts:
+        for clause in _CLAUSE_END.split(text):
+            words = [w.strip(_EDGE).rstrip(".,;:!?") for w in clause.split()]
+            words = [w for w in words if w]
+            for i in range(len(words)):
+                if _GLUE.fullmatch(words[i]):
+                    continue
+                for j in range(i + 1, min(len(words), i + max_words) + 1):
+                    if not (_GLUE.fullmatch(words[j - 1]) or _ARTICLE.fullmatch(words[j - 1])):
+                        found.setdefault(" ".join(words[i:j]), None)
+    return list(found)
+
+
+def _fits(prop: dict[str, Any], shape: object, value: str) -> bool:
+    if not prop.get("minLength", 0) <= len(value) <= prop.get("maxLength", len(value)):
+        return False
+    patterns = [p for p in (prop.get("pattern"), shape) if isinstance(p, str)]
+    return all(re.search(p, value) is not None for p in patterns)
+
+
+def copy_constrained(schema_json: str, *sources: str) -> str:
+    """The tool's schema with each copy property (``COPY_KEYWORD``) narrowed to the sources' spans that fit it.
+
+    Why: a small model copies well and composes badly — asked for a quantity it
+    wrote "3.00 grams" for "3 pounds", and a URL grew a path the user never
+    typed. An enum of the message's spans makes the copy exact by construction;
+    a property with no fitting span keeps its free-form schema (the tool then
+    says what is wrong).
+    """
+    if COPY_KEYWORD not in schema_json:
+        return schema_json
+    schema = json.loads(schema_json)
+    for name, prop in schema.get("properties", {}).items():
+        shape = prop.pop(COPY_KEYWORD, None) if isinstance(prop, dict) else None
+        if shape and prop.get("type") == "string":
+            options = [span for span in spans(*sources) if _fits(prop, shape, span)][:MAX_SPANS]
+            if options:
+                schema["properties"][name] = {"type": "string", "enum": options}
+    return json.dumps(schema)
+
+
 def parse_choice(text: str, candidates: Sequence[str]) -> list[str]:
     """Tool names from the choose step; unparseable output (e.g. cut off) chooses nothing."""
     try:

@@ -40,6 +40,7 @@ from services.router.planner import (
     PlannedCall,
     choose_messages,
     choose_schema,
+    copy_constrained,
     fill_messages,
     parse_arguments,
     parse_choice,
@@ -227,9 +228,8 @@ class Planner:
             if self._selector is not None:  # nearest in meaning beats nearest in words (EVAL.md)
                 shots = await self._selector.nearest(text, worked_examples(tool), FILL_EXAMPLES)
             messages = fill_messages(tool, text, context, shots)
-            return await self.structured(
-                messages, tool.parameters_json_schema, turn.priority, counters, self._fill_max_tokens
-            )
+            schema = copy_constrained(tool.parameters_json_schema, text, context)
+            return await self.structured(messages, schema, turn.priority, counters, self._fill_max_tokens)
 
         texts = await asyncio.gather(*(fill_one(name) for name in names))
         calls = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 
@@ -13,8 +14,10 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.router.embedding import Vectors
 from services.router.grounding import numbers_in, ungrounded
+from services.router.planner import COPY_KEYWORD, copy_constrained, spans
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
 from services.router.selector import Decision, SelectorSettings, ToolSelector, clauses
+from services.tools.builtin import unit_convert
 
 
 class BagOfWords:
@@ -192,3 +195,35 @@ async def test_nearest_examples_come_least_to_most_similar() -> None:
     examples = [("weather forecast rain sunny Oslo", 1), ("will it rain tomorrow in Paris weather", 2)]
     assert [n for _, n in await s.nearest("rain tomorrow in Paris", examples, 2)] == [1, 2]
     assert [n for _, n in await s.nearest("sunny Oslo forecast", examples, 1)] == [1]
+
+
+# --- copy-constrained fills ---------------------------------------------------------------------
+
+
+def test_spans_stay_inside_a_clause_and_never_start_or_end_on_glue_words() -> None:
+    found = spans("What's 144 divided by 12, and how many grams are in 3 pounds?")
+    assert "3 pounds" in found and "grams" in found and "divided by 12" in found
+    assert not any(s.split()[0].lower() in {"in", "and", "how"} for s in found)
+    assert not any(s.split()[-1].lower() in {"in", "are", "by", "a"} for s in found)
+    assert "12 and" not in found and "12, and how" not in found  # the comma ends the clause
+    assert spans("Fetch https://example.com.") == ["Fetch", "Fetch https://example.com", "https://example.com"]
+
+
+def test_copy_properties_become_an_enum_of_fitting_spans() -> None:
+    schema = copy_constrained(json.dumps(unit_convert.TOOL.parameters), "How many liters are in 3 gallons?")
+    properties = json.loads(schema)["properties"]
+    assert properties["quantity"] == {"type": "string", "enum": ["3 gallons"]}
+    assert properties["to_unit"] == {"type": "string", "enum": ["liters", "gallons"]}
+    follow_up = json.loads(copy_constrained(json.dumps(unit_convert.TOOL.parameters), "What about 7 kg?", "2 lb"))
+    assert follow_up["properties"]["quantity"]["enum"] == ["7 kg", "2 lb"]
+
+
+def test_a_copy_property_with_no_fitting_span_stays_free_and_other_schemas_are_untouched() -> None:
+    prop = {"type": "string", "maxLength": 64, COPY_KEYWORD: r"^https?://\S+$"}
+    schema = {"type": "object", "properties": {"url": prop}, "required": ["url"]}
+    free = json.loads(copy_constrained(json.dumps(schema), "open the status page"))
+    assert free["properties"]["url"] == {"type": "string", "maxLength": 64}  # the keyword never reaches vLLM
+    shown = json.loads(copy_constrained(json.dumps(schema), "open http://a.example/x please"))
+    assert shown["properties"]["url"]["enum"] == ["http://a.example/x"]
+    plain = json.dumps({"type": "object", "properties": {"expression": {"type": "string"}}})
+    assert copy_constrained(plain, "23*47") == plain

@@ -228,7 +228,15 @@ def make_tool(
         description="Fetch a web page or API response (GET) from an allowed host; returns status and text.",
         parameters={
             "type": "object",
-            "properties": {"url": {"type": "string", "minLength": 1, "maxLength": 2048}},
+            "properties": {
+                "url": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 2048,
+                    "description": "the URL exactly as the user wrote it",
+                    "x-agentmesh-copy": r"^https?://\S+$",
+                }
+            },
             "required": ["url"],
             "additionalProperties": False,
         },

@@ -173,6 +173,8 @@ def summarize(output: Any) -> str:
 _AMOUNT = re.compile(r"^(?P<number>[-+−]?(?:\d{1,3}(?:,\d{3})+|\d*)(?:\.\d+)?)(?P<unit>.*)$")
 #: Amounts people write as words ("a gallon", "two cups"); anything longer reads better as digits.
 _AMOUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "ten": 10.0}
+#: What a quantity looks like: an amount in digits or one of the words above, then a unit of one or two words.
+_QUANTITY = rf"^(?:[-+−]?\.?\d[\d.,]*\s*|(?:{'|'.join(_AMOUNT_WORDS)}) )[^\d\s.,]\S*(?: [^\d\s]\S*)?$"
 
 
 def parse_quantity(text: str) -> tuple[float, str]:
@@ -272,12 +274,14 @@ TOOL = ToolDefinition(
                 "minLength": 1,
                 "maxLength": 48,
                 "description": "the amount with its unit, copied from the message (such as '3 gallons')",
+                "x-agentmesh-copy": _QUANTITY,
             },
             "to_unit": {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 32,
                 "description": "the unit the user wants the answer in, as they wrote it",
+                "x-agentmesh-copy": r"^[^\d\s][^\d]*$",
             },
         },
         "required": ["quantity", "to_unit"],
