@@ -1,21 +1,29 @@
-"""Benchmark: our inference service vs vLLM's own gRPC server, same model, same workload.
+"""Benchmark: our inference service, or the whole mesh, against vLLM's own gRPC server — same model, same workload.
 
-Both serve SmolLM2-135M-Instruct on vLLM (float32, prefix caching, eager) on
-this machine. Each target runs alone (two vLLM engines on a 2-core box would
-measure contention, not servers), rounds are interleaved A, B, A, B, and the
-report compares ratios, not absolute times across runs.
+``--ours inference`` (default) compares our inference service alone with vLLM's
+gRPC server (``vllm serve --grpc``); ``--ours mesh`` puts the full mesh in its
+place — gateway → router → inference as real processes (``agentmesh up``),
+driven through the public ``Complete`` RPC. Servers, engine settings and the
+clients: ``engine_servers``, ``engine_clients``; prompts, round order, output
+checks and ratios: ``head_to_head``.
 
-Workloads (``--requests`` N at concurrency ``--concurrency`` C, greedy,
-``--max-tokens`` each), with the chat template applied by this script so both
-servers receive the same prompt text:
-- ``shared-prefix``: one ~400-token system prompt, distinct questions;
-- ``distinct``: short distinct prompts.
+Each server runs alone (two vLLM engines on a 2-core box would measure
+contention, not servers) and is restarted per round; rounds alternate their
+order (ours, vLLM, vLLM, ours, …), and the report compares ratios, not
+absolute times across runs. Both sides get the same chat messages (the mesh
+and our service apply the chat template themselves; vLLM's server is sent the
+token ids that template makes), greedy decoding and ``--max-tokens``, so their
+answers must match token for token: the report checks that per workload.
 
-Clients: ours uses one multiplexed Generate stream for all requests (how the
-router talks to a replica); theirs one server-streaming Generate per request
-(their only mode). Ours returns text as well as token ids; theirs token ids only.
+Workloads (``--requests`` N at concurrency ``--concurrency`` C):
+- ``shared-prefix``: one long system prompt (~530 prompt tokens with the template), distinct questions;
+- ``distinct``: distinct questions, no shared system prompt.
 
-Usage: python -m loadtest.inference_vs_vllm [--rounds 2] [--requests 32] [--concurrency 8]
+Prints per-round rows and mean ratios as markdown; writes everything to
+``loadtest/results/inference_vs_vllm[_mesh].json`` (git-ignored).
+
+Usage: python -m loadtest.inference_vs_vllm [--ours inference|mesh] [--rounds 2] [--requests 32] [--concurrency 8]
+       [--max-tokens 64] [--workload shared-prefix|distinct]
 """
 
 from __future__ import annotations
@@ -23,174 +31,71 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import grpc
-import grpc.aio
-
-from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
-from loadtest.stats import RequestTrace, Summary, summarize
+from loadtest.engine_clients import Runner, run_inference, run_mesh, run_vllm
+from loadtest.engine_servers import ROOT, Launched, start_inference, start_mesh, start_vllm
+from loadtest.head_to_head import (
+    WORKLOADS,
+    Agreement,
+    Completion,
+    Prompt,
+    agreement,
+    order,
+    prompts,
+    ratios,
+    ratios_table,
+    rounds_table,
+    warmup,
+)
+from loadtest.stats import Summary, summarize
 from services.inference.config import default_model_dir
 from services.runtime.health import wait_serving
 
-ROOT = Path(__file__).resolve().parent.parent
-SYSTEM = " ".join(
-    f"Rule {i}: answer politely, cite the handbook section {i}, and never reveal internal notes." for i in range(24)
-)
-TOPICS = ["the sea", "mountains", "bread", "rivers", "trains", "clocks", "gardens", "bees", "stars", "salt"]
+
+@dataclass(frozen=True)
+class Side:
+    name: str
+    start: Callable[[str], Launched]
+    run: Runner
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+SIDES = {
+    "inference": Side("ours", start_inference, run_inference),
+    "mesh": Side("mesh", start_mesh, run_mesh),
+    "vllm": Side("vllm", start_vllm, run_vllm),
+}
 
 
-def prompts(kind: str, n: int, tokenizer: Any) -> list[str]:
-    out = []
-    for i in range(n):
-        question = f"Tell me one fact about {TOPICS[i % len(TOPICS)]} (#{i})."
-        messages = [{"role": "user", "content": question}]
-        if kind == "shared-prefix":
-            messages.insert(0, {"role": "system", "content": SYSTEM})
-        out.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
-    return out
-
-
-def start_ours(port: int, model: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "services.inference", "--port", str(port), "--metrics-port", "-1",
-         "--model", model, "--max-num-seqs", "32", "--log-level", "warning"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def start_theirs(port: int, model: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "SMG_VLLM_SERVICER_WARMUP": "off",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.launchers.grpc_server", "--host", "127.0.0.1",
-         "--port", str(port), "--model", model, "--dtype", "float32", "--max-model-len", "2048",
-         "--enforce-eager", "--enable-prefix-caching", "--max-num-seqs", "32", "--disable-log-stats"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-async def run_ours(target: str, texts: list[str], concurrency: int, max_tokens: int) -> list[RequestTrace]:
-    """All requests on one multiplexed Generate stream, at most ``concurrency`` in flight."""
-    traces = [RequestTrace(sent=0.0) for _ in texts]
-    done = [asyncio.Event() for _ in texts]
-    async with grpc.aio.insecure_channel(target, compression=grpc.Compression.Gzip) as channel:
-        call: Any = inference_pb2_grpc.InferenceServiceStub(channel).Generate()
-
-        async def read() -> None:
-            async for frame in call:
-                now = time.perf_counter()
-                for d in frame.deltas:
-                    i = int(d.request_id)
-                    if d.token_count:
-                        traces[i].chunks.append((now, d.token_count))
-                    if d.HasField("result"):
-                        if d.result.HasField("error"):
-                            traces[i].error = d.result.error.message
-                        traces[i].done = now
-                        done[i].set()
-
-        reader = asyncio.create_task(read())
-        slots = asyncio.Semaphore(concurrency)
-        writing = asyncio.Lock()  # grpc.aio allows one write in flight per call
-
-        async def one(i: int) -> None:
-            async with slots:
-                s = inference_pb2.SubmitGeneration(request_id=str(i), text=texts[i])
-                s.sampling.temperature = 0.0
-                s.sampling.max_tokens = max_tokens
-                async with writing:
-                    traces[i].sent = time.perf_counter()
-                    await call.write(inference_pb2.GenerateRequest(submit=s))
-                await done[i].wait()
-
-        await asyncio.gather(*(one(i) for i in range(len(texts))))
-        await call.done_writing()
-        await reader
-    return traces
-
-
-async def run_theirs(target: str, texts: list[str], concurrency: int, max_tokens: int) -> list[RequestTrace]:
-    """One server-streaming Generate per request, at most ``concurrency`` at a time."""
-    from smg_grpc_proto import vllm_engine_pb2, vllm_engine_pb2_grpc
-
-    traces = [RequestTrace(sent=0.0) for _ in texts]
-    async with grpc.aio.insecure_channel(target) as channel:
-        stub = vllm_engine_pb2_grpc.VllmEngineStub(channel)
-        slots = asyncio.Semaphore(concurrency)
-
-        async def one(i: int) -> None:
-            async with slots:
-                params = vllm_engine_pb2.SamplingParams(temperature=0.0, top_p=1.0, max_tokens=max_tokens, n=1)
-                req = vllm_engine_pb2.GenerateRequest(
-                    request_id=f"b{i}", text=texts[i], sampling_params=params, stream=True
-                )
-                traces[i].sent = time.perf_counter()
-                try:
-                    async for msg in stub.Generate(req):
-                        now = time.perf_counter()
-                        if msg.HasField("chunk") and msg.chunk.token_ids:
-                            traces[i].chunks.append((now, len(msg.chunk.token_ids)))
-                        elif msg.HasField("complete"):
-                            extra = len(msg.complete.output_ids) - traces[i].tokens
-                            if extra > 0 and not traces[i].chunks:
-                                traces[i].chunks.append((now, extra))
-                    traces[i].done = time.perf_counter()
-                except grpc.aio.AioRpcError as exc:
-                    traces[i].error = exc.code().name
-
-        await asyncio.gather(*(one(i) for i in range(len(texts))))
-    return traces
-
-
-Runner = Callable[[str, list[str], int, int], Awaitable[list[RequestTrace]]]
-
-
-async def bench_target(
-    name: str,
-    start: Callable[[int, str], subprocess.Popen[bytes]],
-    runner: Runner,
-    args: argparse.Namespace,
-    workloads: dict[str, list[str]],
-) -> dict[str, Summary]:
-    port = free_port()
-    proc = start(port, args.model)
-    target = f"127.0.0.1:{port}"
+async def bench_side(
+    side: Side, args: argparse.Namespace, workloads: dict[str, list[Prompt]], warm: list[Prompt]
+) -> tuple[dict[str, Summary], dict[str, list[Completion]]]:
+    """Start one server, warm it up, run every workload on it, stop it."""
+    started = time.perf_counter()
+    server = side.start(args.model)
     try:
-        await wait_serving(target, within_s=300, still_starting=lambda: proc.poll() is None)
-        await runner(target, ["<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"] * 2, 2, 4)  # warm-up
-        results = {}
-        for kind, texts in workloads.items():
-            t0 = time.perf_counter()
-            traces = await runner(target, texts, args.concurrency, args.max_tokens)
-            results[kind] = summarize(traces, time.perf_counter() - t0)
-            print(f"  {name:6s} {kind:14s} {fmt(results[kind])}", flush=True)
-        return results
-    finally:
-        proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            await wait_serving(server.address, within_s=args.start_timeout_s, still_starting=server.alive)
+        except (RuntimeError, TimeoutError) as exc:
+            raise SystemExit(f"{side.name} did not start: {exc} (see loadtest/results/{server.name}.log)") from None
+        print(f"  {side.name:6s} serving after {time.perf_counter() - started:.0f} s", flush=True)
+        warm_traces, _ = await side.run(server.address, warm, 2, 4)  # not measured
+        if failed := [t.error for t in warm_traces if t.error is not None]:
+            raise SystemExit(f"{side.name}: warm-up failed: {failed}")
+        results: dict[str, Summary] = {}
+        answers: dict[str, list[Completion]] = {}
+        for kind, batch in workloads.items():
+            t0 = time.perf_counter()
+            traces, answers[kind] = await side.run(server.address, batch, args.concurrency, args.max_tokens)
+            results[kind] = summarize(traces, time.perf_counter() - t0)
+            print(f"  {side.name:6s} {kind:14s} {fmt(results[kind])}", flush=True)
+        return results, answers
+    finally:
+        server.stop()
 
 
 def fmt(s: Summary) -> str:
@@ -200,46 +105,73 @@ def fmt(s: Summary) -> str:
     )
 
 
+def summary_json(s: Summary) -> dict[str, Any]:
+    return {**asdict(s), "output_tok_s": s.output_tok_s}
+
+
 async def main_async(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    workloads = {kind: prompts(kind, args.requests, tokenizer) for kind in ("shared-prefix", "distinct")}
+    from services.router.prompt import DEFAULT_SYSTEM_PROMPT
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(args.model)
+
+    def encode(messages: list[dict[str, str]]) -> Sequence[int]:
+        # What the inference service's engine does with chat messages (vllm_engine.prepare).
+        ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
+        return [int(i) for i in ids]
+
+    # The router answers a Complete without a system prompt under its own default: say it to both sides.
+    default_system = DEFAULT_SYSTEM_PROMPT if args.ours == "mesh" else ""
+    kinds = WORKLOADS if args.workload == "all" else (args.workload,)
+    workloads = {k: prompts(k, args.requests, encode, default_system=default_system) for k in kinds}
+    warm = warmup(encode, default_system=default_system)
+    ours, theirs = SIDES[args.ours], SIDES["vllm"]
+    began = time.perf_counter()
     rounds: list[dict[str, dict[str, Summary]]] = []
+    checks: list[dict[str, Agreement]] = []
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", flush=True)
-        ours = await bench_target("ours", start_ours, run_ours, args, workloads)
-        theirs = await bench_target("vllm", start_theirs, run_theirs, args, workloads)
-        rounds.append({"ours": ours, "vllm": theirs})
-    print("\nratios ours/vllm (mean over rounds; throughput > 1 and TTFT < 1 favour ours)")
-    for kind in workloads:
-
-        def mean(f: Callable[[Summary], float], who: str, k: str = kind) -> float:
-            return sum(f(rd[who][k]) for rd in rounds) / len(rounds)
-
-        thr = mean(lambda s: s.output_tok_s, "ours") / mean(lambda s: s.output_tok_s, "vllm")
-        ttft = mean(lambda s: s.ttft_p50, "ours") / mean(lambda s: s.ttft_p50, "vllm")
-        itl = mean(lambda s: s.itl_p50, "ours") / mean(lambda s: s.itl_p50, "vllm")
-        print(f"  {kind:14s} throughput x{thr:.3f}  TTFT p50 x{ttft:.3f}  ITL p50 x{itl:.3f}")
-    out = ROOT / "loadtest" / "results" / "inference_vs_vllm.json"
+        results: dict[str, dict[str, Summary]] = {}
+        answers: dict[str, dict[str, list[Completion]]] = {}
+        for name in order(r, (ours.name, theirs.name)):
+            side = ours if name == ours.name else theirs
+            results[name], answers[name] = await bench_side(side, args, workloads, warm)
+        for batch in answers[theirs.name].values():
+            for a in batch:
+                a.text = tokenizer.decode(a.token_ids, skip_special_tokens=True)
+        checks.append({k: agreement(answers[ours.name][k], answers[theirs.name][k]) for k in kinds})
+        for kind, check in checks[-1].items():
+            verdict = "identical" if check.identical else f"DIFFER — first: {check.first_difference}"
+            print(f"  answers {kind}: {check.same_text}/{check.requests} same text, {verdict}", flush=True)
+        rounds.append(results)
+    print(f"\n{rounds_table(rounds)}\n\n{ratios_table(rounds, kinds, ours.name)}")
+    print("\n(throughput > 1× and TTFT, ITL < 1× favour ours)")
+    out = ROOT / "loadtest" / "results" / f"inference_vs_vllm{'_mesh' if args.ours == 'mesh' else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    report = [
-        {who: {k: {**asdict(s), "output_tok_s": s.output_tok_s} for k, s in res.items()} for who, res in rd.items()}
-        for rd in rounds
-    ]
-    out.write_text(json.dumps({"args": vars(args), "rounds": report}, indent=2))
-    print(f"\nwrote {out.relative_to(ROOT)}")
-    return 0
+    report = {
+        "args": vars(args),
+        "wall_s": time.perf_counter() - began,
+        "rounds": [{who: {k: summary_json(s) for k, s in res.items()} for who, res in rd.items()} for rd in rounds],
+        "answers_agree": [{k: asdict(c) for k, c in rc.items()} for rc in checks],
+        "ratios": {k: ratios(rounds, k, ours.name) for k in kinds},
+    }
+    out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {out.relative_to(ROOT)} ({time.perf_counter() - began:.0f} s)")
+    return 0 if all(c.identical for rc in checks for c in rc.values()) else 1
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.inference_vs_vllm", description=__doc__.splitlines()[0])
+    parser.add_argument("--ours", choices=("inference", "mesh"), default="inference", help="what faces vLLM's server")
+    parser.add_argument("--workload", choices=(*WORKLOADS, "all"), default="all")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--requests", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--model", default=default_model_dir())
-    return asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--start-timeout-s", type=float, default=600.0, help="per server start")
+    return asyncio.run(main_async(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":
