@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.runtime.config import ConfigError, RedisConfig, opt, port, positive
+from services.runtime.config import ConfigError, RedisConfig, opt, port, port_or_off, positive
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class GatewayConfig(RedisConfig):
     concurrency_min: float = opt(2.0, "lowest admitted-request limit", check=positive)
     concurrency_max: float = opt(256.0, "highest admitted-request limit", check=positive)
     ttft_target_s: float = opt(3.0, "time-to-first-token target that the limit adapts to", check=positive)
+    http_port: int = opt(8080, "OpenAI-compatible HTTP port (0 picks a free one, -1 disables)", check=port_or_off)
+    http_timeout_s: float = opt(600.0, "longest HTTP request (HTTP callers send no deadline)", check=positive)
+    http_completion_model: str = opt("SmolLM2-135M-Instruct", "plain-completion model name that /v1/models lists")
 
     def validate(self) -> None:
         if not self.routers:

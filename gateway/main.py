@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from gateway.admission import AdmissionController, AdmissionMetrics
 from gateway.auth import ApiKeys, AuthInterceptor, KeyFormatError
 from gateway.config import GatewayConfig
+from gateway.http_edge import HttpEdge
 from gateway.ratelimit import Limits, MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from gateway.routers import RouterPool
 from gateway.servicer import GatewayServicer
@@ -78,6 +79,21 @@ def load_keys(config: GatewayConfig) -> ApiKeys:
         raise StartupError(str(exc)) from None
 
 
+async def start_http_edge(config: GatewayConfig, grpc_port: int) -> HttpEdge | None:
+    """The OpenAI-compatible edge on ``--http-port``, calling this gateway's gRPC port on loopback."""
+    if config.http_port < 0:
+        return None
+    loopback = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
+    edge = HttpEdge(
+        f"{loopback}:{grpc_port}", timeout_s=config.http_timeout_s, completion_model=config.http_completion_model
+    )
+    try:
+        await edge.start(config.host, config.http_port, grace_s=config.drain_grace_s)
+    except OSError as exc:
+        raise StartupError(f"--http-port {config.http_port}: {exc}") from None
+    return edge
+
+
 async def serve(config: GatewayConfig) -> None:
     stop = stop_signals()
     tracer_provider = tracing_for(config)
@@ -91,12 +107,14 @@ async def serve(config: GatewayConfig) -> None:
                         interceptors=[gateway.auth])  # fmt: skip
     metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
     await server.start(serving=False)
+    edge = await start_http_edge(config, server.port)
     gateway.routers.start()
     follower = asyncio.create_task(server.follow(gateway.routers.any_healthy))  # SERVING while a router is up
     await stop
     follower.cancel()
     server.on_drain(gateway.servicer.announce_draining)
-    await server.drain()
+    # The edge stops listening and its requests get the grace while the gRPC server they call drains.
+    await asyncio.gather(server.drain(), edge.close() if edge is not None else asyncio.sleep(0))
     await gateway.routers.close()
     if metrics_server is not None:
         metrics_server.close()

@@ -32,6 +32,7 @@ DEV_API_KEY = "agentmesh-dev-key"
 
 #: Default addresses, so docs, tools and tests agree.
 GATEWAY_PORT, ROUTER_PORT, TOOLS_PORT, INFERENCE_PORT = 50051, 50052, 50053, 50054
+GATEWAY_HTTP_PORT = 8080
 METRICS = {"gateway": 9151, "router": 9152, "tools": 9153, "inference": 9154}
 
 
@@ -67,7 +68,8 @@ def plan(args: argparse.Namespace) -> list[Proc]:
     add("router", "services.router", args.router_port, METRICS["router"], "--inference", ",".join(replicas),
         "--tools", f"{host}:{args.tools_port}", "--redis-url", args.redis_url)  # fmt: skip
     add("gateway", "gateway", args.gateway_port, METRICS["gateway"],
-        "--routers", f"{host}:{args.router_port}", "--redis-url", args.redis_url)  # fmt: skip
+        "--routers", f"{host}:{args.router_port}", "--redis-url", args.redis_url,
+        "--http-port", str(args.gateway_http_port))  # fmt: skip
     return procs
 
 
@@ -126,7 +128,8 @@ async def run(args: argparse.Namespace) -> int:
             print(f"agentmesh up: {p.name} is serving on 127.0.0.1:{p.port}", flush=True)
         entry = procs[-1]
         key_note = f" (API key: {DEV_API_KEY})" if env.get("AGENTMESH_GATEWAY_API_KEYS") == f"dev:{DEV_API_KEY}" else ""
-        print(f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}{key_note}. Ctrl-C stops it.",
+        http = f", OpenAI API at http://127.0.0.1:{args.gateway_http_port}/v1" if args.gateway_http_port > 0 else ""
+        print(f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}{http}{key_note}. Ctrl-C stops it.",
               flush=True)  # fmt: skip
         exits = [asyncio.ensure_future(p.process.wait()) for p in procs if p.process is not None]
         stopping = asyncio.ensure_future(stop.wait())
@@ -160,6 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-vllm", action="store_true", help="no vLLM replica (simulators only)")
     parser.add_argument("--redis-url", default=os.environ.get("AGENTMESH_REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--gateway-port", type=int, default=GATEWAY_PORT)
+    parser.add_argument(
+        "--gateway-http-port", type=int, default=GATEWAY_HTTP_PORT, help="OpenAI-compatible edge (-1: off)"
+    )
     parser.add_argument("--router-port", type=int, default=ROUTER_PORT)
     parser.add_argument("--tools-port", type=int, default=TOOLS_PORT)
     parser.add_argument("--inference-port", type=int, default=INFERENCE_PORT)

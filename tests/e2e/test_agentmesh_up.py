@@ -32,7 +32,7 @@ def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "2", "--no-metrics",
          "--gateway-port", str(gateway), "--router-port", str(router), "--tools-port", str(tools),
-         "--inference-port", str(inference)],
+         "--inference-port", str(inference), "--gateway-http-port", "-1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []

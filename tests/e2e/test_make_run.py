@@ -13,7 +13,9 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 
 from tests.support.ports import free_port
@@ -45,13 +47,20 @@ def free_block(size: int) -> int:
 
 @pytest.fixture(scope="module")
 def mesh() -> Iterator[dict[str, int]]:
-    ports = {"gateway": free_port(), "router": free_port(), "tools": free_port(), "inference": free_port()}
+    ports = {
+        "gateway": free_port(),
+        "router": free_port(),
+        "tools": free_port(),
+        "inference": free_port(),
+        "http": free_port(),
+    }
     metrics = free_block(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_GATEWAY_API_KEYS")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "up", "--gateway-port", str(ports["gateway"]),
          "--router-port", str(ports["router"]), "--tools-port", str(ports["tools"]),
-         "--inference-port", str(ports["inference"]), "--metrics-port-base", str(metrics)],
+         "--inference-port", str(ports["inference"]), "--metrics-port-base", str(metrics),
+         "--gateway-http-port", str(ports["http"])],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -113,6 +122,22 @@ def test_grpcurl_lists_describes_and_calls_through_the_gateway(mesh: dict[str, i
     assert '"tool_call_finished"' in turn.stdout and "144" in turn.stdout
     denied = grpcurl("-d", json.dumps({"prompt": "hi"}), target, "agentmesh.agent.v1.AgentService/Complete")
     assert denied.returncode != 0 and "Unauthenticated" in denied.stderr
+
+
+def test_the_openai_sdk_talks_to_the_http_edge(mesh: dict[str, int]) -> None:
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{mesh['http']}/v1", api_key="agentmesh-dev-key", max_retries=0)
+    answer: Any = client.chat.completions.create(
+        model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": "What is the capital of France?"}]
+    )
+    assert "Paris" in answer.choices[0].message.content
+    stream: Any = client.chat.completions.create(
+        model="agentmesh-agent", messages=[{"role": "user", "content": "What is 23*47?"}], stream=True
+    )
+    chunks = list(stream)
+    tools = [c.model_extra["agentmesh"]["tool_call"] for c in chunks if (c.model_extra or {}).get("agentmesh")]
+    assert [(t["phase"], t["name"]) for t in tools] == [("started", "calculator"), ("finished", "calculator")]
+    assert '"result":1081' in tools[1]["output"]
+    assert "1081" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).replace(",", "")
 
 
 def test_every_service_exposes_its_metrics(mesh: dict[str, int]) -> None:
