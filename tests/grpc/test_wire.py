@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from loadtest.proxy import CountingProxy
+from services.runtime.server import Service
 from tests.conftest import StartServer
 from tests.support.probe_agent import SERVICE_NAME, ProbeAgent
 
@@ -117,3 +118,43 @@ async def test_grpcurl_lists_describes_and_calls(start_server: StartServer) -> N
     assert [m["text_delta"]["text"] for m in json_stream(out)] == ["hello", "world"]
     health = await run(server.address, "grpc.health.v1.Health/Check")
     assert json.loads(health)["status"] == "SERVING"
+
+
+# --- small messages under gzip ----------------------------------------------------------------
+
+WIRE_SERVICE = "agentmesh.test.Wire"
+SMALL = [b"tok%03d" % i for i in range(100)]
+LARGE = b"agentmesh " * 2_000
+
+
+async def _stream(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> AsyncIterator[bytes]:
+    """100 one-token messages, then (on request) one large compressible one; gzip unless asked for plain."""
+    if request.startswith(b"plain"):
+        context.set_compression(grpc.Compression.NoCompression)
+    for message in [*SMALL, *([LARGE] if request.endswith(b"+large") else [])]:
+        yield message
+
+
+def _wire_service() -> Service:
+    handler = grpc.unary_stream_rpc_method_handler(_stream)
+    generic = grpc.method_handlers_generic_handler(WIRE_SERVICE, {"Stream": handler})
+    return Service(WIRE_SERVICE, lambda server: server.add_generic_rpc_handlers((generic,)))
+
+
+async def test_gzip_streams_send_small_messages_plain_and_large_ones_compressed(
+    start_server: StartServer, open_channel: OpenChannel
+) -> None:
+    """Why no per-stream or per-message compression switch (BENCHMARKS.md, "Wire"): gRPC core sends a
+    message uncompressed when gzip would not shrink it, so a gzip stream of one-token deltas costs no bytes."""
+    server = await start_server([_wire_service()])
+    down = {}
+    for mode in (b"gzip", b"plain", b"gzip+large"):
+        proxy = CountingProxy(server.port)
+        port = await proxy.start()
+        call = open_channel(f"127.0.0.1:{port}").unary_stream(f"/{WIRE_SERVICE}/Stream")(mode)
+        received = [m async for m in call]
+        assert received[:100] == SMALL
+        await proxy.close()
+        down[mode] = proxy.down
+    assert abs(down[b"gzip"] - down[b"plain"]) < 100, down  # 100 gzipped 6-byte messages would add ~2 kB
+    assert down[b"gzip+large"] - down[b"gzip"] < 1_000, down  # the 20 kB message crossed compressed
