@@ -36,7 +36,7 @@ from gateway.admission import Ticket
 from gateway.routers import RouterPool
 from services.runtime.context import current_request_id
 from services.runtime.deadline import downstream_timeout
-from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, to_rpc_status
+from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, rich_error_of, to_rpc_status
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 TURN_COMPLETED_TAG = bytes([(5 << 3) | 2])
 #: How long a stream whose client left waits for the router's TurnCompleted of its cancelled turns.
 CANCEL_WAIT_S = 5.0
+#: Retry hint given when a router dies under a stream (the restart or failover takes about this long).
+ROUTER_LOST_RETRY_S = 1.0
 CONVERSE = f"/{agent_pb2.DESCRIPTOR.services_by_name['AgentService'].full_name}/Converse"
 
 Send = Callable[[bytes], Awaitable[None]]
@@ -224,6 +226,8 @@ class ConverseRelay:
             try:
                 await call.write(first)
                 accepted = await call.read()
+            except asyncio.InvalidStateError:  # the call ended before the write: a dead router's connection
+                accepted = grpc.aio.EOF
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise RouterFailed(exc) from None
@@ -233,7 +237,13 @@ class ConverseRelay:
                 continue
             if accepted is grpc.aio.EOF:
                 code, details = await call.code(), await call.details()
-                raise RouterFailed(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details))
+                ended = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+                if code != grpc.StatusCode.UNAVAILABLE:
+                    raise RouterFailed(ended)
+                log.warning("router %s unavailable before the turn started; trying the next", target)
+                self._routers.mark_down(target)
+                last = ended
+                continue
             return call, accepted
         assert last is not None
         raise RouterFailed(last)
@@ -247,6 +257,13 @@ class ConverseRelay:
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.CANCELLED:
                 return
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and rich_error_of(exc).retry_after_s is None:
+                # The router died mid-stream ("Socket closed"; its own refusals carry retry info): say
+                # when to retry. A retried turn id runs at most once (the session records it).
+                raise Unavailable(
+                    "the router serving this stream went away; retry the turn with the same turn id",
+                    retry_after_s=ROUTER_LOST_RETRY_S,
+                ) from None
             raise RouterFailed(exc) from None
 
     async def _completed(self, event: bytes) -> None:
