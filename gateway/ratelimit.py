@@ -16,7 +16,10 @@ whose clocks disagree would otherwise refill a shared bucket by the skew, or
 starve it. Redis 7 replicates scripts by their effects, so a script may read
 the clock before writing.
 
-A rejection carries how long to wait (the latest of the three). The
+A rejection carries how long to wait (the latest of the three). While Redis
+is unreachable, ``check`` raises ``Unavailable`` with a retry hint: turns are
+refused with a clear status (fail closed, no budget is guessed) and admitted
+again as soon as Redis answers, without restarting the gateway. The
 in-process ``MemoryRateLimiter`` has the same rules and is used only when
 configured explicitly (``--rate-limit-backend memory``): it does not share a
 budget across replicas.
@@ -31,6 +34,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from services.runtime.errors import Unavailable
 
 CHECK = """
 local clock = redis.call('TIME')
@@ -94,6 +100,10 @@ class Limits:
     window_max: int = 600
 
 
+#: Retry hint while the rate-limit store is unreachable.
+STORE_DOWN_RETRY_S = 1.0
+
+
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
@@ -121,7 +131,14 @@ class RedisRateLimiter:
     async def check(self, tenant: str) -> Decision:
         lim = self.limits
         args = [lim.rps, lim.burst, lim.tokens_per_min, lim.token_burst, lim.window_s, lim.window_max]
-        allowed, wait = await self._check(keys=self._keys(tenant), args=[*args, uuid.uuid4().hex, self._ttl])
+        try:
+            allowed, wait = await self._check(keys=self._keys(tenant), args=[*args, uuid.uuid4().hex, self._ttl])
+        except (RedisError, OSError) as exc:
+            raise Unavailable(
+                f"the rate-limit store is unreachable ({type(exc).__name__}); retry shortly",
+                retry_after_s=STORE_DOWN_RETRY_S,
+                reason="RATE_LIMIT_STORE_UNAVAILABLE",
+            ) from None
         return Decision(bool(int(allowed)), float(wait))
 
     async def charge(self, tenant: str, tokens: int) -> None:

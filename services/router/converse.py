@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc.aio
+from redis.exceptions import RedisError
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
@@ -37,7 +38,7 @@ from services.router.turn_events import TurnProgress, completed
 from services.runtime.context import DEADLINE, current_request_id
 from services.runtime.deadline import Deadline
 from services.runtime.errors import AgentMeshError, DeadlineExceeded, FailedPrecondition, to_rpc_status
-from services.runtime.interceptors.errors import from_downstream
+from services.runtime.interceptors.errors import from_downstream, from_store
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,8 @@ def _as_mesh_error(exc: BaseException | None, turn_id: str) -> AgentMeshError:
     if isinstance(exc, grpc.aio.AioRpcError):
         log.warning("turn %s: downstream call failed: %s %s", turn_id, exc.code().name, exc.details())
         return from_downstream(exc)
+    if isinstance(exc, RedisError):
+        return from_store(exc)
     log.error("turn %s failed", turn_id, exc_info=exc)
     return AgentMeshError("internal error")
 

@@ -2,7 +2,9 @@
 
 ``AgentMeshError`` subclasses become their status (see services.runtime.errors);
 a failed downstream call keeps a safe code (UNAVAILABLE, DEADLINE_EXCEEDED,
-RESOURCE_EXHAUSTED, CANCELLED) with a generic message; anything else becomes
+RESOURCE_EXHAUSTED, CANCELLED) with a generic message; Redis not answering
+(sessions, caches) is UNAVAILABLE with a retry hint, since it recovers without
+us; anything else becomes
 INTERNAL with the request id, and the full exception goes to the log.
 """
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from redis.exceptions import RedisError
 
 from services.runtime.context import REQUEST_ID
 from services.runtime.errors import (
@@ -46,6 +49,18 @@ def from_downstream(err: grpc.aio.AioRpcError) -> AgentMeshError:
     return AgentMeshError("internal error")
 
 
+#: Retry hint while Redis does not answer (a restart takes about this long to be noticed).
+STORE_RETRY_S = 1.0
+
+
+def from_store(exc: RedisError) -> Unavailable:
+    """What to tell our caller when Redis failed us: retryable, and not a bug of ours."""
+    log.warning("Redis did not answer: %r", exc)
+    return Unavailable(
+        "the session store is unreachable; retry shortly", retry_after_s=STORE_RETRY_S, reason="STORE_UNAVAILABLE"
+    )
+
+
 class ErrorInterceptor(RpcInterceptor):
     """Innermost interceptor: turns exceptions into ``context.abort`` with rich details."""
 
@@ -59,6 +74,8 @@ class ErrorInterceptor(RpcInterceptor):
         except grpc.aio.AioRpcError as exc:
             log.warning("%s: downstream call failed: %s %s", info.method, exc.code().name, exc.details())
             await self._abort(context, from_downstream(exc), info, internal=False)
+        except RedisError as exc:
+            await self._abort(context, from_store(exc), info, internal=False)
         except Exception:
             log.exception("%s: unhandled exception", info.method)
             await self._abort(context, AgentMeshError("internal error"), info, internal=True)
