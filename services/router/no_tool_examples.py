@@ -39,4 +39,11 @@ NO_TOOL_EXAMPLES: tuple[str, ...] = (
     "What does the word 'ephemeral' mean?",
     "List some healthy breakfast foods.",
     "Describe the water cycle in simple terms.",
+    "What is the population of Tokyo?",
+    "Which country is Osaka in?",
+    "What language do they speak in Brazil?",
+    "How tall is Mount Everest?",
+    "How many bones are in the human body?",
+    "How far is the Sun from the Earth?",
+    "When did the Berlin Wall fall?",
 )

@@ -19,8 +19,10 @@ margin, the LLM only for the ambiguous band):
   that tool: they often are another tool's business ("What is 7*8?" is a near
   miss of the clock and an example of the calculator).
 - Decision per text. The best tool is *chosen* when its score is at least
-  ``choose`` and beats its "not this tool" score by ``margin`` (one text, one ask: a
-  runner-up is confusion, not a second ask). The text needs *no
+  ``choose``, beats its "not this tool" score by ``margin`` (one text, one ask: a
+  runner-up is confusion, not a second ask), and the text shares one of the
+  tool's intent words (``intent_words.py``: the lexical double-check; without
+  one the text is ambiguous). The text needs *no
   tool* when the best tool scores below ``reject``, or its "not this tool"
   score beats it by ``margin``. Anything else is *ambiguous*.
 - Several asks in one message. "What is 23*47 and what time is it in Tokyo?"
@@ -50,6 +52,7 @@ import numpy.typing as npt
 
 from agentmesh.common.v1 import common_pb2
 from services.router.embedding import Embedder, Vectors
+from services.router.intent_words import intent_words, words
 from services.router.no_tool_examples import NO_TOOL_EXAMPLES
 
 log = logging.getLogger(__name__)
@@ -126,6 +129,8 @@ class _Cards:
     negatives: Vectors
     #: ``negative_owner[j]``: the tool whose near miss row j is, or -1 for a tool-independent no-tool example.
     negative_owner: npt.NDArray[np.int64]
+    #: Per tool, the words that mark its requests (``intent_words``): the lexical double-check.
+    intents: list[frozenset[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,10 @@ class ToolSelector:
                 if text:
                     negatives.append(text)
                     negative_owner.append(i)
+        intents = []
+        for i, spec in enumerate(specs):
+            others = [t for t, o in zip(texts, owner, strict=True) if o != i] + list(self._no_tool)
+            intents.append(intent_words((e.text for e in spec.examples), [*others, *spec.negative_examples]))
         vectors = await self._embedder.embed([*texts, *negatives])
         self._example_vectors = dict(zip(texts, vectors[: len(texts)], strict=True))
         self._cards = _Cards(
@@ -183,6 +192,7 @@ class ToolSelector:
             owner=np.asarray(owner, dtype=np.int64),
             negatives=vectors[len(texts) :],
             negative_owner=np.asarray(negative_owner, dtype=np.int64),
+            intents=intents,
         )
         self._loaded_for = identity
         log.info("tool selector: %d tools, %d examples, %d no-tool examples", len(specs), len(texts), len(negatives))
@@ -198,7 +208,7 @@ class ToolSelector:
             texts.append(follow_up)
         vectors = await self._embedder.embed(texts)
         self._recent = dict(zip(texts, vectors, strict=True))  # nearest() reuses them for this message's fills
-        verdicts = [self._decide(cards, v) for v in vectors]
+        verdicts = [self._decide(cards, v, t) for t, v in zip(texts, vectors, strict=True)]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
         if follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
@@ -265,7 +275,7 @@ class ToolSelector:
         eligible = [n for n in scores if n not in exclude and scores[n] >= self._settings.reject]
         return tuple(sorted(eligible, key=lambda n: -scores[n])[: self._settings.max_tools])
 
-    def _decide(self, cards: _Cards, vector: Vectors) -> _Verdict:
+    def _decide(self, cards: _Cards, vector: Vectors, text: str) -> _Verdict:
         s = self._settings
         per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
         np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
@@ -279,7 +289,10 @@ class ToolSelector:
         against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
         # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
         if best >= s.choose and best - against >= s.margin:
-            return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+            intents = cards.intents[best_index] if cards.intents else frozenset()
+            if not intents or words(text) & intents:
+                return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+            return _Verdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent: ask the model
         if best < s.reject or against - best >= s.margin:
             return _Verdict(Decision.NONE, [], scores, against)
         return _Verdict(Decision.AMBIGUOUS, [], scores, against)

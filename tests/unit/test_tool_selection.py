@@ -14,6 +14,7 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.router.embedding import Vectors
 from services.router.grounding import numbers_in, ungrounded
+from services.router.intent_words import intent_words, words
 from services.router.planner import COPY_KEYWORD, copy_constrained, spans
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
 from services.router.selector import Decision, SelectorSettings, ToolSelector, clauses
@@ -227,3 +228,29 @@ def test_a_copy_property_with_no_fitting_span_stays_free_and_other_schemas_are_u
     assert shown["properties"]["url"]["enum"] == ["http://a.example/x"]
     plain = json.dumps({"type": "object", "properties": {"expression": {"type": "string"}}})
     assert copy_constrained(plain, "23*47") == plain
+
+
+# --- intent words: the lexical double-check ----------------------------------------------------
+
+CLOCKS = spec(
+    "clock",
+    ["What time is it in Tokyo?", "current time in Paris", "what's the date today in Oslo", "time in Lima now"],
+    ["What is the capital of Peru?"],
+)
+
+
+def test_intent_words_mark_a_tool_against_everything_else() -> None:
+    marks = intent_words([e.text for e in CLOCKS.examples], ["What is the capital of Peru?", *NO_TOOL])
+    assert "time" in marks  # 3 of 4 examples, none of the rest ("date": 1 of 4 is too little evidence here)
+    assert not marks & {"in", "the", "what", "tokyo", "paris"}  # function words, and words only one example has
+    assert words("What's 23*47 in Paris?") == {"<num>", "*", "pari"}  # a plural "s" off, even where it is not one
+
+
+async def test_a_message_near_a_tool_in_topic_but_not_in_intent_is_left_to_the_model() -> None:
+    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.3, reject=0.1, margin=0.0), no_tool_examples=NO_TOOL)
+    await s.load([CLOCKS])
+    assert (await s.select("what time is it in Lima")).tools == ("clock",)
+    shares = await s.select("restaurants in Paris at this time or in Tokyo")  # shares "time": still chosen
+    assert shares.decision is Decision.TOOLS
+    held = await s.select("good restaurants in Paris and Tokyo")
+    assert held.decision is Decision.AMBIGUOUS and held.candidates == ("clock",)

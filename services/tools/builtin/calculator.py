@@ -199,6 +199,8 @@ EXAMPLES = (
     _ex("Calculate the area of a 5 by 8 rectangle", "5*8"),
     _ex("A car drives 60 miles per hour for 2.5 hours. How far does it go?", "60*2.5"),
     _ex("how much is 1000 divided by 8", "1000/8"),
+    _ex("what's 5+3", "5+3"),
+    _ex("If each box holds 12 eggs, how many eggs are in 7 boxes?", "12*7"),
     _ex("Now add 6 to that result."),
     _ex("multiply that by 3"),
 )

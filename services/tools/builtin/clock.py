@@ -101,6 +101,12 @@ NEGATIVE_EXAMPLES = (
     "Is it better to study in the morning or at night?",
     "How many hours are in a week?",
     "Recommend a good watch for running",
+    # A place name alone is not a time question: these are about the place.
+    "What's the weather like in London today?",
+    "What is the most famous landmark in Tokyo?",
+    "Who is the mayor of Berlin?",
+    "What currency do they use in Japan?",
+    "What is the population of New York City?",
 )
 
 

@@ -245,6 +245,8 @@ EXAMPLES = (
     _ex("a 20 km/h wind, how fast is that in knots?", "20 km/h", "knots"),
     _ex("how many square feet is 50 square meters", "50 square meters", "square feet"),
     _ex("Convert 2.5 acres to hectares", "2.5 acres", "hectares"),
+    _ex("How many teaspoons are in 2 tablespoons?", "2 tablespoons", "teaspoons"),
+    _ex("How many inches are in a foot?", "a foot", "inches"),
 )
 
 NEGATIVE_EXAMPLES = (
