@@ -51,7 +51,9 @@ def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
                 message="What is 6*7?",
                 tool_choice=agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="calculator"),
             )
-            events = list(stub.Converse(iter([agent_pb2.ConverseRequest(start_turn=start)]), timeout=60))
+            requests = iter([agent_pb2.ConverseRequest(start_turn=start)])
+            # Straight to the router, as an operator's tool would: the router serves only a named tenant.
+            events = list(stub.Converse(requests, timeout=60, metadata=(("x-agentmesh-tenant", "e2e"),)))
         kinds = [e.WhichOneof("event") for e in events]
         assert kinds[0] == "turn_accepted" and kinds[-1] == "turn_completed" and "tool_call_finished" in kinds
         started = next(e.tool_call_started for e in events if e.HasField("tool_call_started"))
