@@ -63,6 +63,9 @@ class ExecuteStream:
         while True:
             try:
                 self._call = tools_pb2_grpc.ToolExecutorServiceStub(self._channel).Execute(wait_for_ready=True)
+                # Connected once the executor took the stream: until then calls fail at once as unavailable
+                # instead of waiting out their timeout on a stream that cannot carry them.
+                await self._call.wait_for_connection()
                 self._connected.set()
                 attempt = 0
                 async for message in self._call:

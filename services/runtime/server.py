@@ -63,6 +63,9 @@ def _check_bindable(host: str, port: int) -> None:
         return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As gRPC binds: a restart on the same port must not trip over the last run's TIME_WAIT
+        # connections (after a graceful drain), while a live listener still refuses the bind.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:

@@ -33,8 +33,14 @@ class MeshShape:
     sim_decode_base_s: float = 0.01
     sim_max_batch: int = 32
     router_args: tuple[str, ...] = ()
-    gateway_args: tuple[str, ...] = ()
-    drain_grace_s: float = 20.0
+    #: Budgets and admission far above what the suite asks: the cases test failures, not rate limits or
+    #: shedding (a slow shared box would otherwise shed turns and blur what a case observed).
+    gateway_args: tuple[str, ...] = ("--rate-rps", "100000", "--rate-burst", "100000", "--rate-window-max", "10000000",
+                                     "--rate-tokens-per-min", "1e12", "--rate-token-burst", "1e12",
+                                     "--concurrency-min", "64", "--concurrency-initial", "64",
+                                     "--ttft-target-s", "60", "--slo-p1-s", "30")  # fmt: skip
+    #: Longer than a turn of the suite takes; a replica waits it out (routers hold its Generate streams).
+    drain_grace_s: float = 8.0
 
 
 @dataclass
