@@ -28,18 +28,10 @@ import redis.asyncio as aioredis
 import uvloop
 
 from agentmesh.agent.v1 import agent_pb2_grpc
-from evals.agent_eval import (
-    DEFAULT_TURN_TIMEOUT_S,
-    EVAL_TENANT,
-    SPLITS,
-    Case,
-    CaseError,
-    Report,
-    RunInfo,
-    load_cases,
-    render_markdown,
-    run_eval,
-)
+from evals.cases import SPLITS, Case, CaseError, load_cases
+from evals.report import RunInfo, render_markdown
+from evals.runner import DEFAULT_TURN_TIMEOUT_S, EVAL_TENANT, run_eval
+from evals.summary import Report
 from services.inference.config import default_model_dir
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings

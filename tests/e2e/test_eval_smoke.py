@@ -14,7 +14,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from evals.__main__ import EvalMesh, machine_description, start_eval_mesh
-from evals.agent_eval import RunInfo, load_cases, progress_line, render_markdown, run_eval, score_turn
+from evals.cases import load_cases
+from evals.report import RunInfo, render_markdown
+from evals.runner import progress_line, run_eval
+from evals.scoring import score_turn
 from tests.e2e.conftest import VllmReplica
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]

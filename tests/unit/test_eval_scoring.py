@@ -19,33 +19,13 @@ import pytest
 import services
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from evals.agent_eval import (
-    CATEGORIES,
-    SPLITS,
-    AnswerSpec,
-    Case,
-    CaseError,
-    Report,
-    RunInfo,
-    ToolCall,
-    TurnRecord,
-    TurnSpec,
-    check_answer,
-    check_arguments,
-    contains_number,
-    extract_numbers,
-    load_cases,
-    normalise_unit,
-    normalise_url,
-    parse_case,
-    percentile,
-    progress_line,
-    render_markdown,
-    run_eval,
-    score_turn,
-    summarise,
-    tool_set_match,
-)
+from evals.arguments import check_arguments, normalise_unit, normalise_url
+from evals.cases import CATEGORIES, SPLITS, AnswerSpec, Case, CaseError, TurnSpec, load_cases, parse_case
+from evals.records import ToolCall, TurnRecord
+from evals.report import RunInfo, render_markdown
+from evals.runner import progress_line, run_eval
+from evals.scoring import check_answer, contains_number, extract_numbers, percentile, score_turn, tool_set_match
+from evals.summary import Report, summarise
 from services.tools.builtin.unit_convert import convert
 from services.tools.registry import ToolError
 
