@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: setup run test check lint typecheck protolint protobreaking pytest bench eval gen lock clean
+.PHONY: setup run test test-reliability soak check lint typecheck protolint protobreaking pytest bench eval gen lock clean
 
 ## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
 setup:
@@ -35,6 +35,14 @@ protobreaking:
 
 pytest:
 	$(BIN)/pytest -q
+
+## test-reliability: the chaos and interop suite on the mesh as real processes (also part of `make test`; RELIABILITY.md)
+test-reliability: setup
+	$(BIN)/pytest -q tests/reliability
+
+## soak: 10 minutes of ~70% load on simulator replicas; RSS growth, descriptors, errors (SOAK_S=<seconds> for another length)
+soak: setup
+	$(PY) -m tests.support.soak --seconds $(or $(SOAK_S),600)
 
 ## bench: run the benchmark suite and rewrite its sections of BENCHMARKS.md (QUICK=1: under a minute, no vLLM)
 bench: setup
