@@ -46,7 +46,8 @@ from services.router.prompt import (
     PastTurn,
     answer_messages,
     answer_opening,
-    history_messages,
+    history_cut,
+    render_history,
     results_text,
     tool_messages,
 )
@@ -54,7 +55,7 @@ from services.router.sessions import Session, SessionStore, TurnRecord
 from services.router.tool_round import ToolRound
 from services.router.tools_link import ToolsLink
 from services.router.turn_events import TurnProgress, accepted, completed, replay, text_delta
-from services.runtime.errors import Unavailable
+from services.runtime.errors import NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ class TurnRequest:
 class LoopSettings:
     default_max_tool_rounds: int = 2
     history_budget_tokens: int = 1200
+    #: Over budget, the history is cut to this fraction of it at once (``prompt.history_cut``); 1: turn by turn.
+    history_keep: float = 0.5
     plan_max_tokens: int = 160
     answer_max_tokens: int = 256
     tool_timeout_s: float = 10.0
@@ -128,7 +131,7 @@ class AgentLoop:
     async def run(self, req: TurnRequest, progress: TurnProgress) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
         turn_id = progress.turn_id
         with self._tracer.start_as_current_span("agent.turn") as span:
-            session = await self._load_or_create(req)
+            session = await self._load_or_create(req, turn_id)
             span.set_attribute("agentmesh.session_id", session.session_id)
             span.set_attribute("agentmesh.turn_id", turn_id)
             trace_id = format(span.get_span_context().trace_id, "032x")
@@ -141,18 +144,24 @@ class AgentLoop:
             async for event in self._run_turn(req, session, progress):
                 yield event
 
-    async def _load_or_create(self, req: TurnRequest) -> Session:
+    async def _load_or_create(self, req: TurnRequest, turn_id: str) -> Session:
+        """The session to continue; a new one for an empty id (or ``create_session``), else NotFound.
+
+        A new session is stored before the turn runs, so a retry after this router dies finds it.
+        """
         sid = req.start.session_id
-        if sid:
-            session = await self._sessions.load(req.tenant, sid)
-            if session is not None:
-                return session
-        return Session(
-            tenant=req.tenant,
-            session_id=sid or uuid.uuid4().hex,
-            system_prompt=req.start.system_prompt or DEFAULT_SYSTEM_PROMPT,
-            created_at=time.time(),
-        )
+        system_prompt = req.start.system_prompt or DEFAULT_SYSTEM_PROMPT
+        if not sid:
+            return await self._sessions.create(req.tenant, uuid.uuid4().hex, system_prompt)
+        session = await self._sessions.load(req.tenant, sid, turn_id)
+        if session is not None:
+            return session
+        if not req.start.create_session:
+            raise NotFound(
+                f"session {sid} not found (unknown or expired); send an empty session_id, "
+                "or set create_session, to start one"
+            )
+        return await self._sessions.create(req.tenant, sid, system_prompt)
 
     async def _run_turn(
         self, req: TurnRequest, session: Session, progress: TurnProgress
@@ -162,7 +171,12 @@ class AgentLoop:
         p = progress
         turn_id = p.turn_id
         record = TurnRecord(turn_id=turn_id, user_message=start.message)
-        history = history_messages([PastTurn(t.user_message, t.answer) for t in session.turns], s.history_budget_tokens)
+        past = [PastTurn(t.user_message, t.answer) for t in session.turns]
+        cut = history_cut(
+            past, s.history_budget_tokens, first=session.first_turn, omitted=session.omitted, keep=s.history_keep
+        )
+        history = render_history(past, cut, first=session.first_turn)
+        session.omitted = cut
         mode = MODES.get(start.tool_choice.mode, "auto")
         counters = p.counters
         results: list[tools_pb2.ToolResult] = []

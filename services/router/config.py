@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.runtime.config import ConfigError, RedisConfig, non_negative, opt, port, positive
+from services.runtime.config import ConfigError, RedisConfig, fraction, non_negative, opt, port, positive
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,11 @@ class RouterConfig(RedisConfig):
     load_factor: float = opt(1.25, "bounded-load factor c: a replica above c × mean load is skipped", check=positive)
     session_ttl_s: float = opt(86_400.0, "seconds a session lives after its last turn", check=positive)
     history_budget_tokens: int = opt(1200, "history kept in the prompt, in (estimated) tokens", check=positive)
+    history_keep: float = opt(
+        0.5,
+        "over budget, cut the history to this fraction of it at once, so its prefix stays cached (1: turn by turn)",
+        check=fraction,
+    )
     max_tool_rounds: int = opt(2, "default plan→act rounds per turn", check=positive)
     answer_max_tokens: int = opt(256, "default max_tokens of an answer", check=positive)
     max_output_tokens: int = opt(1024, "largest max_tokens a client may ask for", check=positive)

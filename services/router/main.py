@@ -110,6 +110,7 @@ def build_router(
         settings=LoopSettings(
             default_max_tool_rounds=config.max_tool_rounds,
             history_budget_tokens=config.history_budget_tokens,
+            history_keep=config.history_keep,
             answer_max_tokens=config.answer_max_tokens,
             tool_timeout_s=config.tool_timeout_s,
             answer_opening=config.answer_opening,

@@ -11,9 +11,13 @@ History compression: when the rendered history exceeds ``budget_tokens``
 oldest turns are dropped and replaced by one system line saying how many were
 left out, keeping the system prompt and the most recent turns. We drop rather
 than summarise: a summary costs a generation on every long turn, and on a
-small model it is more likely to mislead than to help. Dropping from the
-middle of the history also keeps the session's prefix stable between turns
-until the budget is hit, which is what the prefix cache needs.
+small model it is more likely to mislead than to help. Turns are dropped in
+chunks (``history_cut``): once over budget, down to a fraction of it at once,
+so the omitted count and the kept turns — the prompt's prefix after the system
+prompt — stay the same for the many turns it takes to fill the budget again,
+and the prefix cache keeps matching them. Dropping one turn at a time would
+change that line on every turn, leaving only the system prompt cacheable. The
+count is kept with the session, so every router renders the same prefix.
 """
 
 from __future__ import annotations
@@ -52,25 +56,45 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return sum(len(m.content) // CHARS_PER_TOKEN + 4 for m in messages)
 
 
-def history_messages(turns: Sequence[PastTurn], budget_tokens: int) -> list[Message]:
-    """The most recent turns that fit ``budget_tokens``, oldest first, with a note if some were dropped."""
-    kept: list[Message] = []
-    used = 0
+def _cost(turn: PastTurn) -> int:
+    return estimate_tokens([Message("user", turn.user), Message("assistant", turn.answer)])
+
+
+def history_cut(
+    turns: Sequence[PastTurn], budget_tokens: int, *, first: int = 0, omitted: int = 0, keep: float = 1.0
+) -> int:
+    """How many of the session's earliest turns the prompt leaves out.
+
+    ``turns`` are the session's newest turns, ``turns[0]`` being the one after
+    ``first`` earlier turns; ``omitted`` is the count the previous turn used.
+    While the turns after ``omitted`` fit ``budget_tokens``, the count stays;
+    once they do not, the oldest are dropped until the rest fits ``keep`` ×
+    the budget (``keep=1``: only as many as must go, so the count changes on
+    every turn from then on).
+    """
+    start = min(max(omitted, first), first + len(turns))
+    costs = [_cost(t) for t in turns[start - first :]]
+    total = sum(costs)
+    if total <= budget_tokens:
+        return start
     dropped = 0
-    for i in range(len(turns) - 1, -1, -1):
-        pair = [Message("user", turns[i].user), Message("assistant", turns[i].answer)]
-        cost = estimate_tokens(pair)
-        if used + cost > budget_tokens:
-            dropped = i + 1
-            break
-        kept[:0] = pair
-        used += cost
-    if dropped:
-        kept.insert(
-            0,
-            Message("system", f"({dropped} earlier turn{'s' if dropped > 1 else ''} of this conversation omitted.)"),
-        )
+    while dropped < len(costs) and total > keep * budget_tokens:
+        total -= costs[dropped]
+        dropped += 1
+    return start + dropped
+
+
+def render_history(turns: Sequence[PastTurn], cut: int, *, first: int = 0) -> list[Message]:
+    """The turns after the first ``cut`` of the session, oldest first, after a note if any were left out."""
+    kept = [m for t in turns[max(0, cut - first) :] for m in (Message("user", t.user), Message("assistant", t.answer))]
+    if cut:
+        kept.insert(0, Message("system", f"({cut} earlier turn{'s' if cut > 1 else ''} of this conversation omitted.)"))
     return kept
+
+
+def history_messages(turns: Sequence[PastTurn], budget_tokens: int) -> list[Message]:
+    """All of a session's turns compressed to ``budget_tokens``, dropping one turn at a time."""
+    return render_history(turns, history_cut(turns, budget_tokens))
 
 
 def tool_messages(results: Sequence[tools_pb2.ToolResult], arguments: dict[str, str]) -> list[Message]:

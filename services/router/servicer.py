@@ -32,6 +32,8 @@ SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 MAX_MESSAGE_CHARS = 32_000
 MAX_ID_CHARS = 128
 MAX_TURN_TIMEOUT_S = 3600.0
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
 
 
 def tenant_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
@@ -164,9 +166,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request: agent_pb2.GetSessionRequest,
         context: grpc.aio.ServicerContext[agent_pb2.GetSessionRequest, agent_pb2.GetSessionResponse],
     ) -> agent_pb2.GetSessionResponse:
-        if not request.session_id:
-            _raise([FieldViolation("session_id", "must not be empty")])
-        session = await self._sessions.load(tenant_of(context), request.session_id)
+        bad = [] if request.session_id else [FieldViolation("session_id", "must not be empty")]
+        if request.page_size > MAX_PAGE_SIZE:
+            bad.append(FieldViolation("page_size", f"must be at most {MAX_PAGE_SIZE}"))
+        token = request.page_token
+        if token and not (token.isdigit() and token.isascii() and len(token) <= 12 and int(token) > 0):
+            bad.append(FieldViolation("page_token", "not a token this service returned"))
+        _raise(bad)
+        start, size = int(token or "1"), request.page_size or DEFAULT_PAGE_SIZE
+        session = await self._sessions.page(tenant_of(context), request.session_id, start, size)
         if session is None:
             raise NotFound(f"session {request.session_id} not found")
         out = agent_pb2.Session(
@@ -174,7 +182,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             system_prompt=session.system_prompt,
             created_at=timestamp(session.created_at),
             expires_at=timestamp(time.time() + session.ttl_s),
+            turn_count=session.turn_count,
         )
+        last = session.first_turn + len(session.turns)
+        next_token = str(last + 1) if session.turns and last < session.turn_count else ""
         for t in session.turns:
             turn = out.turns.add(
                 turn_id=t.turn_id,
@@ -194,7 +205,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     latency=duration(c.latency_s),
                     cached=c.cached,
                 )
-        return agent_pb2.GetSessionResponse(session=out)
+        return agent_pb2.GetSessionResponse(session=out, next_page_token=next_token)
 
     async def ListTools(
         self,
