@@ -166,15 +166,34 @@ class AgentClient:
 
     # -- unary ---------------------------------------------------------------
 
-    async def get_session(self, session_id: str, *, timeout_s: float | None = 10.0) -> agent_pb2.Session:
-        """A session's history (NotFound for an unknown session or another tenant's)."""
-        reply = await self._unary(
-            lambda t: self._stub.GetSession(
-                agent_pb2.GetSessionRequest(session_id=session_id), metadata=self.metadata, timeout=t
-            ),
-            timeout_s,
-        )
-        return reply.session
+    async def get_session(
+        self, session_id: str, *, page_size: int = 0, timeout_s: float | None = 10.0
+    ) -> agent_pb2.Session:
+        """A session's whole history, oldest turn first (NotFound for an unknown session or another tenant's).
+
+        The server returns pages (``page_size`` turns each, 0: its default); this follows
+        ``next_page_token`` and returns one ``Session`` with every turn, each page its own call
+        with its own ``timeout_s``.
+        """
+        session = agent_pb2.Session()
+        turns: list[agent_pb2.Turn] = []
+        token = ""
+        while True:
+            request = agent_pb2.GetSessionRequest(session_id=session_id, page_size=page_size, page_token=token)
+
+            def send(
+                t: float | None, r: agent_pb2.GetSessionRequest = request
+            ) -> grpc.aio.UnaryUnaryCall[agent_pb2.GetSessionRequest, agent_pb2.GetSessionResponse]:
+                return self._stub.GetSession(r, metadata=self.metadata, timeout=t)
+
+            reply = await self._unary(send, timeout_s)
+            session.CopyFrom(reply.session)
+            turns += reply.session.turns
+            token = reply.next_page_token
+            if not token:
+                del session.turns[:]
+                session.turns.extend(turns)
+                return session
 
     async def list_tools(self, *, timeout_s: float | None = 10.0) -> list[common_pb2.ToolSpec]:
         """The tools the agent may call."""

@@ -96,6 +96,8 @@ async def test_a_conversation_calls_a_tool_and_continues_its_session(make_client
         assert second.session_id == first.session_id == chat.session_id
     session = await client.get_session(first.session_id)
     assert [t.user_message for t in session.turns] == ["What is 6*7?", "And again?"]
+    paged = await client.get_session(first.session_id, page_size=1)  # two pages, followed to the end
+    assert [t.user_message for t in paged.turns] == ["What is 6*7?", "And again?"] and paged.turn_count == 2
     with pytest.raises(NotFound):
         await make_client("other-secret-key").get_session(first.session_id)
 
