@@ -15,7 +15,11 @@ three phases, variants interleaved round by round so machine noise hits all:
   calls × 256 tokens: relayed tokens per second, and CPU per 1000 tokens per hop;
 - **idle** — 10 s with open channels and no traffic: cores used per process.
 
-The client (this process) is not counted. Results print as markdown tables.
+The client (this process) is not counted. Results print as markdown tables,
+with the client's TTFT p50 per phase (the flush interval must not delay it).
+``--profile DIR`` records the gateway and the router with py-spy during each
+cadence phase (collapsed stacks, ``DIR/<variant>-<hop>-<round>.txt``); the
+profiler's own sampling perturbs that round's CPU figures.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -64,6 +69,7 @@ class Totals:
     wall_s: float = 0.0
     idle_cores: dict[str, float] = field(default_factory=lambda: dict.fromkeys(HOPS, 0.0))
     idle_s: float = 0.0
+    ttfts: list[float] = field(default_factory=list)
 
 
 class MeshProcess:
@@ -126,20 +132,44 @@ class Variant:
         return cls(name, Path(tree).resolve(), env)
 
 
-async def measure(variant: Variant, phase: Phase, totals: Totals, *, idle_s: float = 0.0) -> None:
+def start_profilers(pids: dict[str, int], out: Path, label: str) -> list[subprocess.Popen[bytes]]:
+    """py-spy on the gateway and the router, collapsed stacks, until SIGINT."""
+    out.mkdir(parents=True, exist_ok=True)
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    args = ["record", "--rate", "250", "--format", "raw", "--nonblocking"]
+    return [
+        subprocess.Popen(
+            [spy, *args, "--pid", str(pids[hop]), "-o", str(out / f"{label}-{hop}.txt")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for hop in ("gateway", "router")
+    ]
+
+
+async def measure(
+    variant: Variant, phase: Phase, totals: Totals, *, idle_s: float = 0.0, profile: Path | None = None
+) -> None:
     mesh = MeshProcess(variant.tree, phase.decode_s, phase.tokens, variant.env)
     try:
         await mesh.start()
         target = AgentTarget(f"127.0.0.1:{mesh.ports['gateway']}", api_key=API_KEY, name=phase.name)
         await target.start()
         await drive(target, build("chat", 4, max_tokens=phase.tokens), LoadShape(concurrency=2), progress=False)
+        label = f"{variant.name}-{totals.idle_s:.0f}".replace(" ", "_").replace("/", "_")
+        spies = start_profilers(mesh.pids, profile, label) if profile is not None else []
         meter = CpuMeter(mesh.pids)
         meter.start()
         requests = build("chat", phase.calls + 2, max_tokens=phase.tokens)
         traces, wall = await drive(target, requests, LoadShape(concurrency=phase.concurrency), progress=False)
         for hop, secs in meter.stop().items():
             totals.cpu[hop] += secs
-        totals.tokens += sum(t.tokens for t in traces if not t.warmup and t.error is None)
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
+        done = [t for t in traces if not t.warmup and t.error is None]
+        totals.tokens += sum(t.tokens for t in done)
+        totals.ttfts += [t.ttft for t in done if t.ttft is not None]
         totals.wall_s += wall
         if idle_s:
             await asyncio.sleep(2)  # let the last streams close
@@ -153,23 +183,29 @@ async def measure(variant: Variant, phase: Phase, totals: Totals, *, idle_s: flo
         mesh.stop()
 
 
-async def run(variants: list[Variant], rounds: int) -> str:
+async def run(variants: list[Variant], rounds: int, profile: Path | None = None) -> str:
     results: dict[tuple[str, str], Totals] = {}
     for _ in range(rounds):
         for variant in variants:
             for phase in (CADENCE, CEILING):
                 totals = results.setdefault((variant.name, phase.name), Totals())
-                await measure(variant, phase, totals, idle_s=10.0 if phase is CADENCE else 0.0)
+                cadence = phase is CADENCE
+                await measure(
+                    variant, phase, totals, idle_s=10.0 if cadence else 0.0, profile=profile if cadence else None
+                )
     lines = [
         f"{rounds} round(s), trees interleaved; client CPU not counted.",
         "",
-        "| variant | phase | tokens/s | " + " | ".join(f"{h} CPU-s/1k tok" for h in HOPS) + " | gateway+router |",
-        "|---|---|---:|" + "---:|" * (len(HOPS) + 1),
+        "| variant | phase | tokens/s | TTFT p50 ms | "
+        + " | ".join(f"{h} CPU-s/1k tok" for h in HOPS)
+        + " | gateway+router |",
+        "|---|---|---:|---:|" + "---:|" * (len(HOPS) + 1),
     ]
     for (tree_name, phase_name), t in results.items():
         per = {h: t.cpu[h] * 1000 / max(1, t.tokens) for h in HOPS}
         lines.append(
             f"| {tree_name} | {phase_name} | {t.tokens / max(t.wall_s, 1e-9):.0f} | "
+            f"{statistics.median(t.ttfts) * 1000 if t.ttfts else float('nan'):.1f} | "
             + " | ".join(f"{per[h]:.3f}" for h in HOPS)
             + f" | {per['gateway'] + per['router']:.3f} |"
         )
@@ -187,10 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         "--variant", action="append", type=Variant.parse, help="NAME=DIR[,VAR=VALUE...] (repeatable; default: here)"
     )
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--profile", type=Path, help="py-spy the gateway and router into DIR during cadence phases")
     args = parser.parse_args(argv)
     variants = args.variant or [Variant("this checkout", ROOT, {})]
     started = time.time()
-    print(asyncio.run(run(variants, args.rounds)))
+    print(asyncio.run(run(variants, args.rounds, args.profile)))
     print(f"\n({time.time() - started:.0f} s)", file=sys.stderr)
     return 0
 

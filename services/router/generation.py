@@ -10,7 +10,8 @@ TTFT, the replica and why it was chosen.
   marked ``cached``.
 - Streaming: the first text goes out at once; after it, text is sent at most
   once per ``flush_s`` (``--stream-flush-ms``), merged, and the rest with the
-  result. Every message costs each Python hop the same CPU whatever it
+  result (the replica link holds it, so the stream is not even woken per
+  engine step). Every message costs each Python hop the same CPU whatever it
   carries, so at a steady token cadence this divides the relay's CPU per token
   by the tokens per message, for at most ``flush_s`` more inter-token latency
   and no change in time to first token (BENCHMARKS.md, relay).
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
@@ -164,8 +164,6 @@ class Generator:
         # (structured) generation, the current attempt's. Nothing is joined per token.
         seen: list[str] = []
         seen_tokens = 0
-        unsent = 0  # seen[unsent:] is text the caller has not been given yet (held by the flush interval)
-        last_emit = -math.inf
         start = time.perf_counter()
         first_token_at: float | None = None
         failovers = 0
@@ -178,22 +176,17 @@ class Generator:
             tokens = 0
             submit = self._submit(spec, "".join(seen), seen_tokens)
             try:
-                async for delta in link.generate(submit):
+                async for delta in link.generate(submit, self._flush_s):
                     text = delta.text
                     if text:
                         parts.append(text)
-                        now = time.perf_counter()
                         if first_token_at is None:
-                            first_token_at = now
-                        if not buffered and now - last_emit >= self._flush_s:
-                            yield GenerationEvent(text="".join(parts[unsent:]) if unsent < len(parts) - 1 else text)
-                            unsent, last_emit = len(parts), now
+                            first_token_at = time.perf_counter()
+                        if not buffered:
+                            yield GenerationEvent(text=text)
                     tokens += delta.token_count
                     if not delta.HasField("result"):
                         continue
-                    if not buffered and unsent < len(parts):
-                        yield GenerationEvent(text="".join(parts[unsent:]))
-                        unsent = len(parts)
                     self._raise_for(delta.result, link, spec)
                     link.breaker.record_success()
                     self._picker.served(place, link)

@@ -7,6 +7,10 @@ and keeps the replica's latest load report. If the stream breaks, every
 request on it fails with ``ReplicaDown`` (so the caller can fail over) and the
 link reconnects with backoff. A consumer that falls behind gets the deltas
 queued for it merged into one, so a slow relay sends fewer, larger messages.
+With ``hold_s`` a consumer, after each delivery, is woken only by the first
+delta at least ``hold_s`` later (or at once by the result or a broken link)
+and gets what came meanwhile merged: at a steady token cadence it is not
+woken per engine step (BENCHMARKS.md, relay).
 A request whose consumer goes away is aborted on the replica. Writes are
 serialised: grpc.aio allows one write in flight.
 """
@@ -41,27 +45,62 @@ class ReplicaDown(Unavailable):
 _LINK_DOWN = object()
 
 
-def _coalesce(
-    first: inference_pb2.GenerationDelta, queue: asyncio.Queue[Any]
-) -> tuple[inference_pb2.GenerationDelta, Any]:
-    """Merge the deltas already queued behind ``first`` (a consumer that fell behind catches up in one
-    message, not one per engine step); returns the merged delta and an item it must not merge (link down)."""
+def _merge(items: list[Any]) -> tuple[inference_pb2.GenerationDelta, list[Any]]:
+    """The leading deltas of ``items`` as one (up to and including a result), and what is left: a link-down
+    marker is never merged, so the caller delivers the text before it and then fails."""
+    first: inference_pb2.GenerationDelta = items[0]
+    if len(items) == 1 or first.HasField("result"):
+        return first, items[1:]
     texts, count = [first.text], first.token_count
     result: inference_pb2.GenerationResult | None = None
-    leftover: Any = None
-    while result is None and not queue.empty():
-        item = queue.get_nowait()
+    n = 1
+    for item in items[1:]:
         if isinstance(item, tuple):
-            leftover = item
             break
+        n += 1
         texts.append(item.text)
         count += item.token_count
         if item.HasField("result"):
             result = item.result
+            break
     merged = inference_pb2.GenerationDelta(request_id=first.request_id, text="".join(texts), token_count=count)
     if result is not None:
         merged.result.CopyFrom(result)
-    return merged, leftover
+    return merged, items[n:]
+
+
+class _Inbox:
+    """One request's deltas, from the reader task to the request's consumer.
+
+    A list and one future rather than an ``asyncio.Queue``: the reader appends, and wakes the consumer only
+    when it wants to be woken: for any item (``until`` None), or, while it holds text, for the first item at
+    or after ``until`` (monotonic) and for one that ends the request. No timer: a hold ends with a delta.
+    """
+
+    __slots__ = ("final", "items", "until", "waiter")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.waiter: asyncio.Future[None] | None = None
+        self.until: float | None = None
+        self.final = False  # items hold a result or a link-down marker
+
+    def put(self, item: Any, final: bool, now: float) -> None:
+        self.items.append(item)
+        self.final = self.final or final
+        waiter = self.waiter
+        if waiter is not None and (final or self.until is None or now >= self.until) and not waiter.done():
+            waiter.set_result(None)
+
+    def ready(self, now: float) -> bool:
+        return self.final or bool(self.items and (self.until is None or now >= self.until))
+
+    async def wait(self) -> None:
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
 
 
 class ReplicaLink:
@@ -81,7 +120,7 @@ class ReplicaLink:
         self.load_at = 0.0
         self.in_flight = 0
         self.submitted = 0
-        self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._inboxes: dict[str, _Inbox] = {}
         self._call: Any = None
         self._connected = asyncio.Event()
         self._writing = asyncio.Lock()
@@ -155,26 +194,29 @@ class ReplicaLink:
         if frame.HasField("load"):
             self.load = frame.load
             self.load_at = time.monotonic()
+        now = time.monotonic()
         for delta in frame.deltas:
-            queue = self._queues.get(delta.request_id)
-            if queue is not None:
-                queue.put_nowait(delta)
+            inbox = self._inboxes.get(delta.request_id)
+            if inbox is not None:
+                inbox.put(delta, delta.HasField("result"), now)
 
     def _link_down(self, why: str) -> None:
-        for queue in self._queues.values():
-            queue.put_nowait((_LINK_DOWN, why))
+        for inbox in self._inboxes.values():
+            inbox.put((_LINK_DOWN, why), True, 0.0)
 
     # -- requests ---------------------------------------------------------
 
     async def generate(
-        self, submit: inference_pb2.SubmitGeneration
+        self, submit: inference_pb2.SubmitGeneration, hold_s: float = 0.0
     ) -> AsyncGenerator[inference_pb2.GenerationDelta, None]:
-        """Stream one request's deltas. Raises ReplicaDown if the link fails before the end."""
+        """Stream one request's deltas; after each, the next comes at least ``hold_s`` later, merged (see module
+        docstring), except the last.
+        Raises ReplicaDown if the link fails before the end."""
         if not self.connected:
             raise ReplicaDown(self.target, "not connected")
         rid = submit.request_id
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._queues[rid] = queue
+        inbox = _Inbox()
+        self._inboxes[rid] = inbox
         self.in_flight += 1
         finished = False
         try:
@@ -184,23 +226,22 @@ class ReplicaLink:
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError) as exc:
                 raise ReplicaDown(self.target, f"write failed: {exc}") from None
             self.submitted += 1
-            pending: Any = None
             while True:
-                item = pending if pending is not None else await queue.get()
-                pending = None
+                if not inbox.ready(time.monotonic()):
+                    await inbox.wait()
+                item = inbox.items[0]
                 if isinstance(item, tuple) and item and item[0] is _LINK_DOWN:
                     raise ReplicaDown(self.target, item[1])
-                delta: inference_pb2.GenerationDelta = item
-                if not queue.empty() and not delta.HasField("result"):
-                    delta, pending = _coalesce(delta, queue)
-                if delta.HasField("result"):
-                    finished = True
+                delta, inbox.items = _merge(inbox.items)
+                inbox.final = bool(inbox.items)  # only a link-down marker can follow an unfinished delta
+                finished = delta.HasField("result")
                 yield delta
                 if finished:
                     return
+                inbox.until = time.monotonic() + hold_s if hold_s > 0 else None
         finally:
             self.in_flight -= 1
-            self._queues.pop(rid, None)
+            self._inboxes.pop(rid, None)
             if not finished and self.connected:
                 with contextlib.suppress(Exception):
                     async with self._writing:

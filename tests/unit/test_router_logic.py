@@ -18,7 +18,7 @@ from services.router.picker import (
 )
 from services.router.planner import by_similarity, choose_schema, fill_messages, parse_choice
 from services.router.prompt import Message, PastTurn, history_messages
-from services.router.replica_link import _LINK_DOWN, _coalesce
+from services.router.replica_link import _LINK_DOWN, ReplicaLink, _merge
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
 
@@ -144,20 +144,55 @@ def test_fill_prompt_takes_its_worked_examples_from_the_tool_spec() -> None:
     assert with_context[-1].content == "Earlier: 12*12 = 144.\nNow: Now add 6 to that result."
 
 
-async def test_a_consumer_that_fell_behind_gets_its_queued_deltas_in_one() -> None:
-    queue: asyncio.Queue[object] = asyncio.Queue()
-    for text in ("lo", " wor", "ld"):
-        queue.put_nowait(inference_pb2.GenerationDelta(request_id="r", text=text, token_count=1))
+def test_a_consumer_that_fell_behind_gets_its_queued_deltas_in_one() -> None:
+    items: list[object] = [inference_pb2.GenerationDelta(request_id="r", text="Hel", token_count=2)]
+    items += [inference_pb2.GenerationDelta(request_id="r", text=t, token_count=1) for t in ("lo", " wor", "ld")]
     last = inference_pb2.GenerationDelta(request_id="r", text="!", token_count=1)
     last.result.finish_reason = common_pb2.FINISH_REASON_STOP
-    queue.put_nowait(last)
-    queue.put_nowait(inference_pb2.GenerationDelta(request_id="r", text="never"))  # after the end: not merged
-    first = inference_pb2.GenerationDelta(request_id="r", text="Hel", token_count=2)
-    merged, leftover = _coalesce(first, queue)
+    items += [last, inference_pb2.GenerationDelta(request_id="r", text="never")]  # after the end: not merged
+    merged, rest = _merge(items)
     assert (merged.text, merged.token_count, merged.result.finish_reason) == ("Hello world!", 6, 1)
-    assert leftover is None and queue.qsize() == 1
-    queue = asyncio.Queue()
-    queue.put_nowait(inference_pb2.GenerationDelta(request_id="r", text="b", token_count=1))
-    queue.put_nowait((_LINK_DOWN, "gone"))
-    merged, leftover = _coalesce(inference_pb2.GenerationDelta(request_id="r", text="a"), queue)
-    assert merged.text == "ab" and not merged.HasField("result") and leftover == (_LINK_DOWN, "gone")
+    assert len(rest) == 1
+    down = (_LINK_DOWN, "gone")
+    merged, rest = _merge([*[inference_pb2.GenerationDelta(request_id="r", text=t) for t in "ab"], down])
+    assert merged.text == "ab" and not merged.HasField("result") and rest == [down]
+
+
+class _Call:
+    """The link's Generate call, minus the wire: writes are recorded, nothing is read."""
+
+    def __init__(self) -> None:
+        self.written: list[inference_pb2.GenerateRequest] = []
+
+    async def write(self, request: inference_pb2.GenerateRequest) -> None:
+        self.written.append(request)
+
+
+async def test_a_holding_consumer_is_not_woken_per_delta_but_at_once_for_the_result() -> None:
+    link = ReplicaLink("replica", lambda target: None)  # type: ignore[arg-type, return-value]
+    link._call = _Call()
+    link._connected.set()
+    stream = link.generate(inference_pb2.SubmitGeneration(request_id="r"), hold_s=3600)
+
+    def frame(text: str, end: bool = False) -> inference_pb2.GenerateResponse:
+        delta = inference_pb2.GenerationDelta(request_id="r", text=text, token_count=1)
+        if end:
+            delta.result.finish_reason = common_pb2.FINISH_REASON_STOP
+        return inference_pb2.GenerateResponse(deltas=[delta])
+
+    first = asyncio.ensure_future(anext(stream))
+    for _ in range(5):  # let it submit and wait
+        await asyncio.sleep(0)
+    link._dispatch(frame("Hel"))
+    assert (await first).text == "Hel"  # the first text at once
+    second = asyncio.ensure_future(anext(stream))
+    for text in ("lo", " wor", "ld"):
+        link._dispatch(frame(text))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not second.done()  # held: no wake-up per delta
+    link._dispatch(frame("!", end=True))
+    merged = await second
+    assert (merged.text, merged.token_count, merged.HasField("result")) == ("lo world!", 4, True)
+    assert await anext(stream, None) is None and not link._inboxes
+    assert [r.WhichOneof("action") for r in link._call.written] == ["submit"]  # finished: no abort sent
