@@ -15,6 +15,11 @@ router's bytes; only TurnCompleted is decoded (found by its leading field tag).
 When the client goes away mid-turn, the relay cancels the turns still running
 on the router and waits briefly for their TurnCompleted, so their usage is
 charged and their slots freed, before closing the router stream.
+
+The reading of the client's requests is the shared runtime's
+(``services/runtime/converse_loop.py``, as on the router); ``ConverseRelay``
+is the gateway's side of it: what a StartTurn, a CancelTurn, a half-close and
+the end of the router's stream mean here.
 """
 
 from __future__ import annotations
@@ -23,18 +28,19 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import grpc
 import grpc.aio
+from google.protobuf import duration_pb2
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from gateway.admission import Ticket
 from gateway.routers import RouterPool
+from gateway.turn_tickets import TurnTickets
 from services.runtime.context import current_request_id
+from services.runtime.converse_loop import read_converse
 from services.runtime.deadline import downstream_timeout
 from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, rich_error_of, to_rpc_status
 
@@ -52,11 +58,18 @@ Send = Callable[[bytes], Awaitable[None]]
 Admit = Callable[[str, common_pb2.Priority.ValueType], Awaitable[Ticket]]
 Finish = Callable[[str, Ticket | None, common_pb2.Usage, float | None], Awaitable[None]]
 Release = Callable[[Ticket], None]
+#: The stream to the router: requests as protos, responses as the router's bytes.
+RouterCall = grpc.aio.StreamStreamCall[agent_pb2.ConverseRequest, bytes]
 
 
 def raw(data: bytes) -> bytes:
     """The identity (de)serializer: relayed messages stay the router's bytes."""
     return data
+
+
+def encode(request: agent_pb2.ConverseRequest) -> bytes:
+    """The request serializer, typed for the request (the relay writes only StartTurn and CancelTurn)."""
+    return request.SerializeToString()
 
 
 class RouterFailed(Exception):
@@ -67,40 +80,16 @@ class RouterFailed(Exception):
         self.error = error
 
 
-def ttft_of(duration: Any) -> float | None:
+def ttft_of(duration: duration_pb2.Duration) -> float | None:
     seconds = duration.ToNanoseconds() / 1e9
     return seconds if seconds > 0 else None
 
 
-class TurnTickets:
-    """Admission tickets of a stream's turns, by turn id (a retried id may hold two)."""
-
-    def __init__(self) -> None:
-        self._by_turn: dict[str, deque[Ticket]] = {}
-
-    def add(self, turn_id: str, ticket: Ticket) -> None:
-        self._by_turn.setdefault(turn_id, deque()).append(ticket)
-
-    def pop(self, turn_id: str) -> Ticket | None:
-        queue = self._by_turn.get(turn_id)
-        if not queue:
-            return None
-        ticket = queue.popleft()
-        if not queue:
-            del self._by_turn[turn_id]
-        return ticket
-
-    def turn_ids(self) -> list[str]:
-        return list(self._by_turn)
-
-    def drain(self) -> list[Ticket]:
-        tickets = [t for queue in self._by_turn.values() for t in queue]
-        self._by_turn.clear()
-        return tickets
-
-
 class ConverseRelay:
-    """Relays one Converse stream (see module docstring); ``send`` writes bytes to the client."""
+    """The gateway's side of ``read_converse``: relays one Converse stream (see module docstring).
+
+    ``send`` writes bytes to the client; ``admit``, ``finish`` and ``release`` are the gateway's policy.
+    """
 
     def __init__(
         self,
@@ -122,6 +111,8 @@ class ConverseRelay:
         self._release = release
         self._tickets = TurnTickets()
         self._client_gone = False
+        self._downstream: RouterCall | None = None
+        self._pump: asyncio.Task[None] | None = None
 
     async def _to_client(self, data: bytes) -> None:
         """Write to the client; once it is gone, keep relaying nothing but keep reading the router."""
@@ -134,56 +125,49 @@ class ConverseRelay:
             self._client_gone = True
 
     async def run(self, requests: AsyncIterator[agent_pb2.ConverseRequest]) -> None:
-        downstream: Any = None
-        pump: asyncio.Task[None] | None = None
-        reading = requests.__aiter__()
-        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(reading.__anext__())
-        ended = False
-        try:
-            while True:
-                waits: set[asyncio.Future[Any]] = {next_request} | ({pump} if pump is not None else set())
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if pump is not None and pump in done:
-                    pump.result()  # the router ended the stream: pass its status on (or finish cleanly)
-                    ended = True
-                    return
-                try:
-                    request = next_request.result()
-                except StopAsyncIteration:
-                    if downstream is not None:
-                        await downstream.done_writing()
-                    if pump is not None:
-                        await pump
-                    ended = True
-                    return
-                next_request = asyncio.ensure_future(reading.__anext__())
-                action = request.WhichOneof("action")
-                if action == "start_turn":
-                    start = request.start_turn
-                    if not start.turn_id:
-                        start.turn_id = uuid.uuid4().hex  # the key of the turn's ticket, echoed by the router
-                    if not await self._take_ticket(start):
-                        continue
-                    if downstream is None:
-                        downstream, accepted = await self._open(request)
-                        await self._check_first(accepted)
-                        await self._to_client(accepted)
-                        pump = asyncio.create_task(self._pump(downstream))
-                    else:
-                        await downstream.write(request)
-                elif action == "cancel_turn" and downstream is not None:
-                    await downstream.write(request)
-        finally:
-            next_request.cancel()
-            if not ended:
-                await self._cancel_running(downstream, pump)
-            if pump is not None and not pump.done():
-                pump.cancel()
-                await asyncio.gather(pump, return_exceptions=True)
-            if downstream is not None:
-                downstream.cancel()
-            for ticket in self._tickets.drain():
-                self._release(ticket)
+        await read_converse(requests, self)
+
+    def running(self) -> asyncio.Task[None] | None:
+        return self._pump
+
+    async def work_ended(self, work: asyncio.Task[None]) -> bool:
+        work.result()  # the router ended the stream: pass its status on (or finish cleanly)
+        return True
+
+    async def start_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        start = request.start_turn
+        if not start.turn_id:
+            start.turn_id = uuid.uuid4().hex  # the key of the turn's ticket, echoed by the router
+        if not await self._take_ticket(start):
+            return
+        if self._downstream is None:
+            self._downstream, accepted = await self._open(request)
+            await self._check_first(accepted)
+            await self._to_client(accepted)
+            self._pump = asyncio.create_task(self._relay(self._downstream))
+        else:
+            await self._downstream.write(request)
+
+    async def cancel_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        if self._downstream is not None:
+            await self._downstream.write(request)
+
+    async def half_closed(self) -> None:
+        if self._downstream is not None:
+            await self._downstream.done_writing()
+        if self._pump is not None:
+            await self._pump
+
+    async def close(self, *, clean: bool) -> None:
+        if not clean:
+            await self._cancel_running()
+        if self._pump is not None and not self._pump.done():
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        if self._downstream is not None:
+            self._downstream.cancel()
+        for ticket in self._tickets.drain():
+            self._release(ticket)
 
     async def _take_ticket(self, start: agent_pb2.StartTurn) -> bool:
         """Rate limit and admit the turn; a refusal ends the turn in band (the stream goes on)."""
@@ -200,9 +184,10 @@ class ConverseRelay:
         if first[:1] == TURN_COMPLETED_TAG:
             await self._completed(first)
 
-    async def _cancel_running(self, downstream: Any, pump: asyncio.Task[None] | None) -> None:
+    async def _cancel_running(self) -> None:
         """The client left mid-turn: cancel its turns on the router and wait for their TurnCompleted."""
         self._client_gone = True
+        downstream, pump = self._downstream, self._pump
         if downstream is None or pump is None or pump.done() or not self._tickets.turn_ids():
             return
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError, RuntimeError):
@@ -211,7 +196,7 @@ class ConverseRelay:
             await downstream.done_writing()
         await asyncio.wait({pump}, timeout=CANCEL_WAIT_S)
 
-    async def _open(self, first: agent_pb2.ConverseRequest) -> tuple[Any, bytes]:
+    async def _open(self, first: agent_pb2.ConverseRequest) -> tuple[RouterCall, bytes]:
         """Open a stream on the session's router, failing over until one answers the first turn."""
         key = first.start_turn.session_id or uuid.uuid4().hex
         last: grpc.aio.AioRpcError | None = None
@@ -220,14 +205,11 @@ class ConverseRelay:
             raise Unavailable("no router is available", retry_after_s=1.0)
         for target in order:
             converse = self._routers.channel(target).stream_stream(
-                CONVERSE, request_serializer=agent_pb2.ConverseRequest.SerializeToString, response_deserializer=raw
+                CONVERSE, request_serializer=encode, response_deserializer=raw
             )
-            call: Any = converse(metadata=self._metadata, timeout=downstream_timeout())
+            call = converse(metadata=self._metadata, timeout=downstream_timeout())
             try:
-                await call.write(first)
-                accepted = await call.read()
-            except asyncio.InvalidStateError:  # the call ended before the write: a dead router's connection
-                accepted = grpc.aio.EOF
+                accepted = await _first_reply(call, first)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise RouterFailed(exc) from None
@@ -235,22 +217,14 @@ class ConverseRelay:
                 self._routers.mark_down(target)
                 last = exc
                 continue
-            if accepted is grpc.aio.EOF:
-                code, details = await call.code(), await call.details()
-                ended = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
-                if code != grpc.StatusCode.UNAVAILABLE:
-                    raise RouterFailed(ended)
-                log.warning("router %s unavailable before the turn started; trying the next", target)
-                self._routers.mark_down(target)
-                last = ended
-                continue
             return call, accepted
         assert last is not None
         raise RouterFailed(last)
 
-    async def _pump(self, downstream: Any) -> None:
+    async def _relay(self, downstream: RouterCall) -> None:
+        """The router's events to the client, as the router's bytes; a TurnCompleted also settles its turn."""
         try:
-            while (event := await downstream.read()) is not grpc.aio.EOF:
+            while isinstance(event := await downstream.read(), bytes):  # else EOF: the router ended the stream
                 await self._to_client(event)
                 if event[:1] == TURN_COMPLETED_TAG:  # the one message per turn decoded
                     await self._completed(event)
@@ -272,6 +246,19 @@ class ConverseRelay:
         if ticket is None:
             log.warning("TurnCompleted for turn %s, which holds no ticket on this stream", done.turn_id)
         await self._finish(self._tenant, ticket, done.usage, ttft_of(done.time_to_first_token))
+
+
+async def _first_reply(call: RouterCall, first: agent_pb2.ConverseRequest) -> bytes:
+    """The router's answer to the stream's first StartTurn; a call that ended first raises with its status."""
+    try:
+        await call.write(first)
+        reply = await call.read()
+    except asyncio.InvalidStateError:  # the call ended before the write: a dead router's connection
+        reply = grpc.aio.EOF
+    if isinstance(reply, bytes):
+        return reply
+    code, details = await call.code(), await call.details()
+    raise grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 def _refused(turn_id: str, error: AgentMeshError) -> bytes:

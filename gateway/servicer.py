@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -43,6 +43,7 @@ from gateway.converse import ConverseRelay, RouterFailed, raw, ttft_of
 from gateway.ratelimit import RateLimiter
 from gateway.routers import RouterPool
 from services.runtime.context import current_request_id
+from services.runtime.converse_loop import OpenStreams
 from services.runtime.deadline import downstream_timeout
 from services.runtime.errors import RETRY_PUSHBACK_KEY, STATUS_DETAILS_KEY, ResourceExhausted, Unavailable
 from services.runtime.interceptors.request_id import HEADER as REQUEST_ID_HEADER
@@ -76,7 +77,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         self._routers = routers
         self._limiter = limiter
         self._admission = admission
-        self._open_streams: set[Callable[[bytes], Awaitable[None]]] = set()
+        self._open_streams: OpenStreams[bytes] = OpenStreams()
 
     def service(self) -> Service:
         """AgentService with pass-through (bytes) responses for the two streaming methods."""
@@ -104,8 +105,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
     async def announce_draining(self) -> None:
         notice = agent_pb2.ConverseResponse(draining=agent_pb2.DrainNotice(reason="gateway shutting down"))
         notice.draining.retry_after.FromSeconds(1)
-        data = notice.SerializeToString()
-        await asyncio.gather(*(send(data) for send in list(self._open_streams)), return_exceptions=True)
+        await self._open_streams.announce(notice.SerializeToString())
 
     # -- policy -------------------------------------------------------------
 
@@ -141,31 +141,23 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
     async def Converse(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[agent_pb2.ConverseRequest],
-        context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse],
+        context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, bytes],  # bytes: the serializer is raw
     ) -> None:
         tenant = TENANT.get()
-        writing = asyncio.Lock()
-
-        async def send(message: bytes) -> None:
-            async with writing:
-                await context.write(message)  # type: ignore[arg-type]  # bytes: the handler's serializer is raw
-
-        relay = ConverseRelay(
-            self._routers,
-            tenant,
-            self._metadata(tenant),
-            send=send,
-            admit=self._admit,
-            finish=self._finish,
-            release=self._admission.release,
-        )
-        self._open_streams.add(send)
-        try:
-            await relay.run(request_iterator)
-        except RouterFailed as failed:
-            await pass_through(context, failed.error)
-        finally:
-            self._open_streams.discard(send)
+        with self._open_streams.open(context) as send:
+            relay = ConverseRelay(
+                self._routers,
+                tenant,
+                self._metadata(tenant),
+                send=send,
+                admit=self._admit,
+                finish=self._finish,
+                release=self._admission.release,
+            )
+            try:
+                await relay.run(request_iterator)
+            except RouterFailed as failed:
+                await pass_through(context, failed.error)
 
     # -- Complete, GetSession, ListTools ---------------------------------------
 

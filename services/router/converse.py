@@ -1,7 +1,8 @@
 """One Converse stream on the router: turns one at a time, each ending with exactly one TurnCompleted.
 
-The stream keeps reading while a turn runs in its own task, so a CancelTurn
-(or the client going away) reaches it. How a turn ends decides its last
+The reading is the shared runtime's (``services/runtime/converse_loop.py``),
+which keeps reading while a turn runs in its own task, so a CancelTurn (or the
+client going away) reaches it; this file is the router's side of it. How a turn ends decides its last
 event, and the stream stays open after every one of them:
 
 - answered: the agent loop's TurnCompleted (STOP or LENGTH);
@@ -26,7 +27,6 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
 
 import grpc.aio
 from redis.exceptions import RedisError
@@ -34,8 +34,10 @@ from redis.exceptions import RedisError
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.agent_loop import AgentLoop, TurnRequest
-from services.router.turn_events import TurnProgress, completed
+from services.router.convert import completed
+from services.router.turn_progress import TurnProgress
 from services.runtime.context import DEADLINE, current_request_id
+from services.runtime.converse_loop import read_converse
 from services.runtime.deadline import Deadline
 from services.runtime.errors import AgentMeshError, DeadlineExceeded, FailedPrecondition, to_rpc_status
 from services.runtime.interceptors.errors import from_downstream, from_store
@@ -47,55 +49,48 @@ Validate = Callable[[agent_pb2.StartTurn], Awaitable[None]]
 
 
 class ConverseStream:
-    """Drives one Converse stream: in, the client's requests; out, every turn's events through ``send``."""
+    """The router's side of ``read_converse``: in, the client's requests; out, every turn's events through ``send``."""
 
     def __init__(self, loop: AgentLoop, validate: Validate, tenant: str, send: Send) -> None:
         self._loop = loop
         self._validate = validate
         self._tenant = tenant
         self._send = send
+        self._turn: asyncio.Task[None] | None = None
+        self._progress = TurnProgress("")
 
     async def run(self, requests: AsyncIterator[agent_pb2.ConverseRequest]) -> None:
-        reading = requests.__aiter__()
-        next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(reading.__anext__())
-        turn: asyncio.Task[None] | None = None
-        progress: TurnProgress | None = None
-        try:
-            while True:
-                waits: set[asyncio.Future[Any]] = {next_request} if turn is None else {next_request, turn}
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if turn is not None and turn in done:
-                    assert progress is not None
-                    await self._end(turn, progress)
-                    turn = progress = None
-                if next_request not in done:
-                    continue
-                try:
-                    request = next_request.result()
-                except StopAsyncIteration:
-                    if turn is not None and progress is not None:
-                        await asyncio.wait({turn})
-                        await self._end(turn, progress)
-                    return
-                next_request = asyncio.ensure_future(reading.__anext__())
-                action = request.WhichOneof("action")
-                if action == "start_turn":
-                    if turn is not None:
-                        raise FailedPrecondition("a turn is already running on this stream; cancel it first")
-                    progress = TurnProgress(request.start_turn.turn_id or uuid.uuid4().hex)
-                    turn = asyncio.create_task(self._run_turn(request.start_turn, progress))
-                elif action == "cancel_turn" and turn is not None and progress is not None:
-                    wanted = request.cancel_turn.turn_id
-                    if not wanted or wanted == progress.turn_id:
-                        turn.cancel()
-                        await asyncio.wait({turn})
-                        await self._end(turn, progress)
-                        turn = progress = None
-        finally:
-            next_request.cancel()
-            if turn is not None:  # the client went away (or the stream failed): nobody to tell
-                turn.cancel()
-                await asyncio.gather(turn, return_exceptions=True)
+        await read_converse(requests, self)
+
+    def running(self) -> asyncio.Task[None] | None:
+        return self._turn
+
+    async def work_ended(self, work: asyncio.Task[None]) -> bool:
+        await self._end(work)
+        return False
+
+    async def start_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        if self._turn is not None:
+            raise FailedPrecondition("a turn is already running on this stream; cancel it first")
+        self._progress = TurnProgress(request.start_turn.turn_id or uuid.uuid4().hex)
+        self._turn = asyncio.create_task(self._run_turn(request.start_turn, self._progress))
+
+    async def cancel_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        wanted = request.cancel_turn.turn_id
+        if self._turn is not None and (not wanted or wanted == self._progress.turn_id):
+            self._turn.cancel()
+            await asyncio.wait({self._turn})
+            await self._end(self._turn)
+
+    async def half_closed(self) -> None:
+        if self._turn is not None:
+            await asyncio.wait({self._turn})
+            await self._end(self._turn)
+
+    async def close(self, *, clean: bool) -> None:
+        if self._turn is not None:  # the client went away (or the stream failed): nobody to tell
+            self._turn.cancel()
+            await asyncio.gather(self._turn, return_exceptions=True)
 
     async def _run_turn(self, start: agent_pb2.StartTurn, progress: TurnProgress) -> None:
         """Validate and run one turn, sending its events; its TurnCompleted is sent at most once."""
@@ -115,8 +110,10 @@ class ConverseStream:
                     else:
                         await self._send(event)
 
-    async def _end(self, turn: asyncio.Task[None], progress: TurnProgress) -> None:
-        """Send the TurnCompleted of a turn that stopped before sending its own."""
+    async def _end(self, turn: asyncio.Task[None]) -> None:
+        """The turn stopped: send its TurnCompleted if it stopped before sending its own."""
+        self._turn = None
+        progress = self._progress
         if progress.completed:
             if not turn.cancelled() and turn.exception() is not None:
                 log.warning("turn %s failed after completing: %r", progress.turn_id, turn.exception())

@@ -2,29 +2,31 @@
 
 Thin: decode and validate, hand the stream to ``ConverseStream`` (turns one
 at a time, each ending with one TurnCompleted, see ``converse.py``) or a
-single generation to ``Generator`` (Complete), encode. The tenant comes from
-the ``x-agentmesh-tenant`` metadata set by the gateway after auth.
+single generation to ``Generator`` (Complete), encode. GetSession's turns
+come from ``convert.py``, as the Converse events of the same turns do. The
+tenant comes from the ``x-agentmesh-tenant`` metadata set by the gateway after
+auth.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc.aio
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
-from services.router.agent_loop import MODES, AgentLoop
+from services.router.agent_loop import AgentLoop
 from services.router.converse import ConverseStream
+from services.router.convert import TOOL_CHOICE_MODES, session_message
 from services.router.generation import GenerationSpec, Generator
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT, Message
 from services.router.sessions import SessionStore
 from services.runtime.context import current_request_id
+from services.runtime.converse_loop import OpenStreams
 from services.runtime.errors import FieldViolation, InvalidArgument, NotFound, Unauthenticated
-from services.runtime.protoutil import duration, timestamp
+from services.runtime.protoutil import duration
 from services.runtime.server import Service
 from services.runtime.tenancy import TENANT_HEADER, current_tenant
 
@@ -68,7 +70,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._generator = generator
         self._sessions = sessions
         self._max_output_tokens = max_output_tokens
-        self._open_streams: set[Callable[[agent_pb2.ConverseResponse], Awaitable[None]]] = set()
+        self._open_streams: OpenStreams[agent_pb2.ConverseResponse] = OpenStreams()
 
     def service(self) -> Service:
         return Service(SERVICE_NAME, lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server))
@@ -78,7 +80,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         notice = agent_pb2.ConverseResponse(
             draining=agent_pb2.DrainNotice(reason="server shutting down", retry_after=duration(1.0))
         )
-        await asyncio.gather(*(send(notice) for send in list(self._open_streams)), return_exceptions=True)
+        await self._open_streams.announce(notice)
 
     async def validate_start(self, start: agent_pb2.StartTurn) -> None:
         bad = []
@@ -90,7 +92,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             value = getattr(start, name)
             if len(value) > MAX_ID_CHARS or any(c.isspace() or c in "{}" for c in value):
                 bad.append(FieldViolation(f"start_turn.{name}", "at most 128 characters, no spaces or braces"))
-        if start.tool_choice.mode not in MODES:
+        if start.tool_choice.mode not in TOOL_CHOICE_MODES:
             bad.append(FieldViolation("start_turn.tool_choice.mode", "unknown mode"))
         if start.tool_choice.mode == agent_pb2.TOOL_CHOICE_MODE_NAMED:
             names = {t.name for t in await self._loop.tool_specs()}
@@ -109,17 +111,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.ConverseRequest],
         context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse],
     ) -> None:
-        writing = asyncio.Lock()
-
-        async def send(message: agent_pb2.ConverseResponse) -> None:
-            async with writing:
-                await context.write(message)
-
-        self._open_streams.add(send)
-        try:
+        with self._open_streams.open(context) as send:
             await ConverseStream(self._loop, self.validate_start, tenant_of(context), send).run(request_iterator)
-        finally:
-            self._open_streams.discard(send)
 
     async def Complete(
         self,
@@ -177,35 +170,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         session = await self._sessions.page(tenant_of(context), request.session_id, start, size)
         if session is None:
             raise NotFound(f"session {request.session_id} not found")
-        out = agent_pb2.Session(
-            session_id=session.session_id,
-            system_prompt=session.system_prompt,
-            created_at=timestamp(session.created_at),
-            expires_at=timestamp(time.time() + session.ttl_s),
-            turn_count=session.turn_count,
-        )
         last = session.first_turn + len(session.turns)
         next_token = str(last + 1) if session.turns and last < session.turn_count else ""
-        for t in session.turns:
-            turn = out.turns.add(
-                turn_id=t.turn_id,
-                user_message=t.user_message,
-                answer=t.answer,
-                usage=common_pb2.Usage(**t.usage),
-                finish_reason=t.finish_reason,
-                completed_at=timestamp(t.completed_at),
-            )
-            for c in t.tool_calls:
-                turn.tool_calls.add(
-                    call_id=c.call_id,
-                    tool_name=c.tool_name,
-                    status=c.status,
-                    output_json=c.output_json,
-                    error_message=c.error_message,
-                    latency=duration(c.latency_s),
-                    cached=c.cached,
-                )
-        return agent_pb2.GetSessionResponse(session=out, next_page_token=next_token)
+        return agent_pb2.GetSessionResponse(session=session_message(session), next_page_token=next_token)
 
     async def ListTools(
         self,

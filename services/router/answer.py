@@ -1,0 +1,116 @@
+"""The turn's answer: one generation over the history and the tool results, streamed to the client as it comes.
+
+In: the turn's StartTurn, the session's system prompt and rendered history,
+the tool round's results. Out: ``TextDelta`` events as the answer streams,
+then the generation's ``GenerationDone`` (the agent loop records the turn from
+it). The prompt carries the results as tool messages and, when every tool wrote
+a summary, opens with those summaries (``prompt.answer_opening``): the client
+sees the tools' own numbers at once, and the model continues from them.
+
+The answer writes what it has done into the turn's ``TurnProgress`` as it goes
+(time to first token, the prompt and the text so far), so a turn stopped
+mid-answer still reports an estimate of what the answer cost; once the
+generation finishes its exact counts replace the estimate. Cancelling the
+consumer cancels the generation (its engine request is aborted).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+
+from opentelemetry import trace
+
+from agentmesh.agent.v1 import agent_pb2
+from agentmesh.common.v1 import common_pb2
+from services.router.convert import text_delta
+from services.router.generation import GenerationDone, GenerationSpec, Generator
+from services.router.metrics import RouterMetrics
+from services.router.planning import annotate
+from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
+from services.router.tool_round import ToolResults
+from services.router.turn_progress import TurnProgress
+
+
+class Answerer:
+    """Writes turns' answers with ``generator``; ``max_tokens`` unless the turn asks, the opening if enabled."""
+
+    def __init__(
+        self,
+        generator: Generator,
+        *,
+        max_tokens: int,
+        opening: bool,
+        metrics: RouterMetrics | None = None,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        self._generator = generator
+        self._max_tokens = max_tokens
+        self._opening = opening
+        self._metrics = metrics
+        self._tracer = tracer or trace.get_tracer("agentmesh.router")
+
+    async def stream(
+        self,
+        start: agent_pb2.StartTurn,
+        progress: TurnProgress,
+        *,
+        system_prompt: str,
+        history: list[Message],
+        tools: ToolResults,
+    ) -> AsyncGenerator[agent_pb2.ConverseResponse | GenerationDone, None]:
+        """The answer's TextDeltas, then its GenerationDone (always last)."""
+        p = progress
+        t0 = time.perf_counter()
+        results = tools.results
+        opening = answer_opening(results) if results and self._opening else ""
+        messages = answer_messages(
+            system_prompt, history, start.message, tool_messages(results, tools.arguments), opening
+        )
+        done: GenerationDone | None = None
+        answer = p.answer_text
+        p.answer_prompt = messages
+        with self._tracer.start_as_current_span("agent.answer") as span:
+            spec = GenerationSpec(
+                messages,
+                self._sampling(start.sampling),
+                start.priority or common_pb2.PRIORITY_P1,
+                sampling_field="start_turn.sampling",
+                continue_final=bool(opening),
+            )
+            if opening:
+                p.ttft_s = self._first_token(p.started)
+                answer.append(opening)
+                yield text_delta(p.turn_id, opening)
+            async for piece in self._generator.stream(spec):
+                p.answering_s = time.perf_counter() - t0
+                if piece.text:
+                    if not answer:
+                        p.ttft_s = self._first_token(p.started)
+                    answer.append(piece.text)
+                    yield text_delta(p.turn_id, piece.text)
+                if piece.done is not None:
+                    done = piece.done
+            if done is None:  # the generator always ends with done; a bug otherwise
+                raise RuntimeError("generation ended without a result")
+            annotate(span, done)
+        p.answering_s = time.perf_counter() - t0
+        p.counters.add(done, self._metrics)
+        p.answer_prompt = []  # counted exactly now
+        yield done
+
+    def _sampling(self, requested: common_pb2.SamplingParams) -> common_pb2.SamplingParams:
+        """The turn's sampling, greedy and ``max_tokens`` long unless it says otherwise."""
+        sampling = common_pb2.SamplingParams()
+        sampling.CopyFrom(requested)
+        if not sampling.HasField("temperature"):
+            sampling.temperature = 0.0
+        if not sampling.HasField("max_tokens"):
+            sampling.max_tokens = self._max_tokens
+        return sampling
+
+    def _first_token(self, turn_start: float) -> float:
+        ttft = time.perf_counter() - turn_start
+        if self._metrics is not None:
+            self._metrics.ttft.observe(ttft)
+        return ttft

@@ -1,0 +1,113 @@
+"""The Converse read loop both ends of a turn stream share: read requests while the stream's work runs.
+
+In: the client's ``ConverseRequest``s and a ``ConverseSide`` — what this end
+does with them. Out: nothing; the side sends its own events. The loop keeps
+reading while the side's work runs (the router's turn, the gateway's relay of
+the router's events), so a CancelTurn, or the client going away, reaches that
+work at once instead of after it. It dispatches StartTurn and CancelTurn,
+tells the side when its work ends, and ends cleanly on half-close (the side
+finishes what runs: every turn still ends with its TurnCompleted) or on
+cancellation or error (the side stops what runs; nobody is left to tell).
+
+What differs between the two ends is the side's: the router runs one turn at
+a time and ends each with exactly one TurnCompleted; the gateway admits each
+turn by its id and relays the router's bytes untouched.
+
+The servicer half of a stream lives here too: ``OpenStreams`` serialises a
+stream's writes (grpc.aio allows one write in flight, and a drain notice may
+race the turn's events) and keeps every open stream reachable for the drain
+notice on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
+
+import grpc.aio
+
+from agentmesh.agent.v1 import agent_pb2
+
+Message = TypeVar("Message")
+
+
+class ConverseSide(Protocol):
+    """What one end of a Converse stream does with what the read loop hands it."""
+
+    def running(self) -> asyncio.Task[None] | None:
+        """The work the loop waits on beside the next request, if any runs."""
+
+    async def work_ended(self, work: asyncio.Task[None]) -> bool:
+        """``work`` (from ``running``) finished; True ends the stream (an error raised ends it too)."""
+
+    async def start_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        """A StartTurn arrived (the whole request: the gateway forwards it as it is)."""
+
+    async def cancel_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        """A CancelTurn arrived."""
+
+    async def half_closed(self) -> None:
+        """The client sent its last request: finish what runs, then the stream ends."""
+
+    async def close(self, *, clean: bool) -> None:
+        """The stream is ending; ``clean`` is False after cancellation or an error (stop what runs)."""
+
+
+async def read_converse(requests: AsyncIterable[agent_pb2.ConverseRequest], side: ConverseSide) -> None:
+    """Run one Converse stream's reading until it ends; see the module docstring."""
+    reading = requests.__aiter__()
+    next_request: asyncio.Future[agent_pb2.ConverseRequest] = asyncio.ensure_future(reading.__anext__())
+    clean = False
+    try:
+        while True:
+            work = side.running()
+            waits: set[asyncio.Future[Any]] = {next_request} if work is None else {next_request, work}
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if work is not None and work in done and await side.work_ended(work):
+                clean = True
+                return
+            if next_request not in done:
+                continue
+            try:
+                request = next_request.result()
+            except StopAsyncIteration:
+                await side.half_closed()
+                clean = True
+                return
+            next_request = asyncio.ensure_future(reading.__anext__())
+            action = request.WhichOneof("action")
+            if action == "start_turn":
+                await side.start_turn(request)
+            elif action == "cancel_turn":
+                await side.cancel_turn(request)
+    finally:
+        next_request.cancel()
+        await side.close(clean=clean)
+
+
+class OpenStreams(Generic[Message]):
+    """The write functions of a server's open Converse streams, each serialised, for the drain notice."""
+
+    def __init__(self) -> None:
+        self._sends: set[Callable[[Message], Awaitable[None]]] = set()
+
+    @contextlib.contextmanager
+    def open(self, context: grpc.aio.ServicerContext[Any, Message]) -> Iterator[Callable[[Message], Awaitable[None]]]:
+        """A stream's ``send``, reachable by ``announce`` while the block runs."""
+        writing = asyncio.Lock()
+
+        async def send(message: Message) -> None:
+            async with writing:
+                await context.write(message)
+
+        self._sends.add(send)
+        try:
+            yield send
+        finally:
+            self._sends.discard(send)
+
+    async def announce(self, notice: Message) -> None:
+        """Send ``notice`` on every open stream; a stream that is ending just misses it."""
+        await asyncio.gather(*(send(notice) for send in list(self._sends)), return_exceptions=True)

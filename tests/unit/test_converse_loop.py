@@ -1,0 +1,108 @@
+"""The shared Converse read loop: dispatch, reading while work runs, and how each way of ending reaches the side."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agentmesh.agent.v1 import agent_pb2
+from services.runtime.converse_loop import read_converse
+
+START = agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="hi", turn_id="t1"))
+CANCEL = agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id="t1"))
+
+
+class Requests:
+    """A client's request stream, fed by the test; ``close`` is the half-close."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[agent_pb2.ConverseRequest | None] = asyncio.Queue()
+
+    def send(self, request: agent_pb2.ConverseRequest | None) -> None:
+        self._queue.put_nowait(request)
+
+    async def __aiter__(self) -> AsyncIterator[agent_pb2.ConverseRequest]:
+        while (request := await self._queue.get()) is not None:
+            yield request
+
+
+class Side:
+    """Records what the loop hands it; a StartTurn starts work that runs until ``finish`` or cancellation."""
+
+    def __init__(self, *, end_on_work: bool = False) -> None:
+        self.calls: list[str] = []
+        self.noted = asyncio.Condition()
+        self.work: asyncio.Task[None] | None = None
+        self.release = asyncio.Event()
+        self.end_on_work = end_on_work
+
+    async def note(self, call: str) -> None:
+        async with self.noted:
+            self.calls.append(call)
+            self.noted.notify_all()
+
+    def running(self) -> asyncio.Task[None] | None:
+        return self.work
+
+    async def work_ended(self, work: asyncio.Task[None]) -> bool:
+        await self.note("work_ended")
+        self.work = None
+        return self.end_on_work
+
+    async def start_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        await self.note(f"start:{request.start_turn.turn_id}")
+        self.work = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        await self.release.wait()
+
+    async def cancel_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        await self.note(f"cancel:{request.cancel_turn.turn_id}")
+        if self.work is not None:
+            self.work.cancel()
+
+    async def half_closed(self) -> None:
+        await self.note("half_closed")
+
+    async def close(self, *, clean: bool) -> None:
+        await self.note(f"close:{'clean' if clean else 'abandoned'}")
+
+
+async def until(call: str, side: Side) -> None:
+    async with asyncio.timeout(5), side.noted:
+        await side.noted.wait_for(lambda: call in side.calls)
+
+
+async def test_a_cancel_reaches_the_side_while_its_work_runs_and_the_half_close_ends_cleanly() -> None:
+    requests, side = Requests(), Side()
+    loop = asyncio.create_task(read_converse(requests, side))
+    requests.send(START)
+    await until("start:t1", side)
+    requests.send(CANCEL)  # read while the work still runs
+    await until("work_ended", side)
+    requests.send(None)
+    await asyncio.wait_for(loop, 5)
+    assert side.calls == ["start:t1", "cancel:t1", "work_ended", "half_closed", "close:clean"]
+
+
+async def test_work_that_ends_the_stream_ends_it_without_waiting_for_the_client() -> None:
+    requests, side = Requests(), Side(end_on_work=True)
+    loop = asyncio.create_task(read_converse(requests, side))
+    requests.send(START)
+    await until("start:t1", side)
+    side.release.set()
+    await asyncio.wait_for(loop, 5)
+    assert side.calls == ["start:t1", "work_ended", "close:clean"]
+
+
+async def test_a_stream_cancelled_mid_turn_closes_the_side_as_abandoned() -> None:
+    requests, side = Requests(), Side()
+    loop = asyncio.create_task(read_converse(requests, side))
+    requests.send(START)
+    await until("start:t1", side)
+    loop.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await loop
+    assert side.calls == ["start:t1", "close:abandoned"]
