@@ -36,8 +36,8 @@ from services.inference.config import default_model_dir
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.vllm_engine import VllmEngine, VllmSettings
+from services.router.build import Router, build_router
 from services.router.config import RouterConfig
-from services.router.main import Router, build_router
 from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics

@@ -2,128 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-import grpc.aio
-import redis.asyncio as aioredis
-from opentelemetry.sdk.trace import TracerProvider
-
-from gateway.admission import AdmissionController, AdmissionMetrics
-from gateway.auth import ApiKeys, AuthInterceptor, KeyFormatError
+from gateway.build import service_parts
 from gateway.config import GatewayConfig
-from gateway.http_edge import HttpEdge
-from gateway.ratelimit import Limits, MemoryRateLimiter, RateLimiter, RedisRateLimiter
-from gateway.routers import RouterPool
-from gateway.servicer import GatewayServicer
-from services.runtime.channel import create_channel
 from services.runtime.launch import run_service
-from services.runtime.metrics import Metrics, MetricsServer
-from services.runtime.redis import connect_redis
-from services.runtime.server import MeshServer, StartupError, stop_signals
-from services.runtime.telemetry import tracing_for
-from services.runtime.tls import MeshTls
-
-
-@dataclass
-class Gateway:
-    servicer: GatewayServicer
-    routers: RouterPool
-    admission: AdmissionController
-    auth: AuthInterceptor
-
-
-def build_gateway(
-    config: GatewayConfig,
-    keys: ApiKeys,
-    redis: aioredis.Redis | None,
-    metrics: Metrics,
-    tracer_provider: TracerProvider | None = None,
-) -> Gateway:
-    tls = MeshTls.from_config(config)  # the gateway's channels to routers; its public port stays as it is
-
-    def channel(target: str) -> grpc.aio.Channel:
-        return create_channel(
-            target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes, tls=tls
-        )
-
-    limits = Limits(config.rate_rps, config.rate_burst, config.rate_tokens_per_min, config.rate_token_burst,
-                    config.rate_window_s, config.rate_window_max)  # fmt: skip
-    limiter: RateLimiter
-    if config.rate_limit_backend == "memory":
-        limiter = MemoryRateLimiter(limits)
-    else:
-        if redis is None:
-            raise StartupError("rate limits need Redis (or --rate-limit-backend memory)")
-        limiter = RedisRateLimiter(redis, limits)
-    admission = AdmissionController(
-        {0: config.slo_p0_s, 1: config.slo_p1_s, 2: config.slo_p2_s},
-        initial_limit=config.concurrency_initial,
-        min_limit=config.concurrency_min,
-        max_limit=config.concurrency_max,
-        ttft_target_s=config.ttft_target_s,
-        metrics=AdmissionMetrics(metrics),
-    )
-    routers = RouterPool(config.routers, channel)
-    return Gateway(GatewayServicer(routers, limiter, admission), routers, admission, AuthInterceptor(keys))
-
-
-def load_keys(config: GatewayConfig) -> ApiKeys:
-    env = ",".join(v for v in (config.api_keys, os.environ.get("AGENTMESH_GATEWAY_API_KEYS", "")) if v)
-    try:
-        return ApiKeys.load(Path(config.api_keys_file) if config.api_keys_file else None, env)
-    except KeyFormatError as exc:
-        raise StartupError(str(exc)) from None
-
-
-async def start_http_edge(config: GatewayConfig, grpc_port: int) -> HttpEdge | None:
-    """The OpenAI-compatible edge on ``--http-port``, calling this gateway's gRPC port on loopback."""
-    if config.http_port < 0:
-        return None
-    loopback = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
-    edge = HttpEdge(
-        f"{loopback}:{grpc_port}", timeout_s=config.http_timeout_s, completion_model=config.http_completion_model
-    )
-    try:
-        await edge.start(config.host, config.http_port, grace_s=config.drain_grace_s)
-    except OSError as exc:
-        raise StartupError(f"--http-port {config.http_port}: {exc}") from None
-    return edge
-
-
-async def serve(config: GatewayConfig) -> None:
-    stop = stop_signals()
-    tracer_provider = tracing_for(config)
-    keys = load_keys(config)
-    redis = None
-    if config.rate_limit_backend == "redis":
-        redis = await connect_redis(config.redis_url, required=True)
-    metrics = Metrics()
-    gateway = build_gateway(config, keys, redis, metrics, tracer_provider)
-    server = MeshServer(config, [gateway.servicer.service()], metrics=metrics, tracer_provider=tracer_provider,
-                        interceptors=[gateway.auth])  # fmt: skip
-    metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
-    await server.start(serving=False)
-    edge = await start_http_edge(config, server.port)
-    gateway.routers.start()
-    follower = asyncio.create_task(server.follow(gateway.routers.any_healthy))  # SERVING while a router is up
-    await stop
-    follower.cancel()
-    server.on_drain(gateway.servicer.announce_draining)
-    # The edge stops listening and its requests get the grace while the gRPC server they call drains.
-    await asyncio.gather(server.drain(), edge.close() if edge is not None else asyncio.sleep(0))
-    await gateway.routers.close()
-    if metrics_server is not None:
-        metrics_server.close()
-    if redis is not None:
-        await redis.aclose()
 
 
 def main() -> int:
-    return run_service(GatewayConfig, serve)
+    return run_service(GatewayConfig, service_parts)
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ import uvloop
 
 from agentmesh_client import AgentClient, RetryPolicy, Sampling, TextDelta
 from gateway.http_edge import HttpEdge
-from loadtest.mesh import FAST_SIM, start_mesh
 from loadtest.stats import Distribution
+from meshkit.mesh import FAST_SIM, start_mesh
 
 REDIS_URL = os.environ.get("AGENTMESH_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 KEY = "acme-secret-key"

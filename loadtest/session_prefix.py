@@ -24,7 +24,8 @@ import redis.asyncio as aioredis
 from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
-from loadtest.mesh import converse, start_mesh
+from meshkit.mesh import start_mesh
+from meshkit.turns import converse
 
 REDIS_URL = "redis://127.0.0.1:6379/15"
 SYSTEM = " ".join(f"rule{i}" for i in range(100))

@@ -40,13 +40,14 @@ import redis.asyncio as aioredis
 
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from loadtest.cpu import CpuMeter
-from loadtest.mesh import FAST_SIM, converse, start_mesh
-from loadtest.proxy import CountingProxy
 from loadtest.report import ms, plot, table
 from loadtest.runner import LoadShape, drive
 from loadtest.stats import RequestTrace, Slo, by_priority, summarize
 from loadtest.targets import AgentTarget, InferenceTarget, Target
 from loadtest.workloads import BenchRequest, build
+from meshkit.mesh import FAST_SIM, start_mesh
+from meshkit.proxy import CountingProxy
+from meshkit.turns import converse
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings

@@ -1,160 +1,16 @@
-"""The router process: ``python -m services.router`` or ``agentmesh-router``.
-
-Health is SERVING while at least one inference replica is connected and
-NOT_SERVING otherwise (``MeshServer.follow`` tracks the links), so a gateway or
-a Kubernetes probe never sends turns to a router that cannot answer them.
-"""
+"""The router process: ``python -m services.router`` or ``agentmesh-router``."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from dataclasses import dataclass
 
-import grpc.aio
-import redis.asyncio as aioredis
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-
-from services.router.agent_loop import AgentLoop, LoopSettings
+from services.router.build import service_parts
 from services.router.config import RouterConfig
-from services.router.embedding import Embedder, MiniLmEmbedder
-from services.router.generation import Generator
-from services.router.metrics import RouterMetrics
-from services.router.picker import Picker, make_picker
-from services.router.planning import Planner
-from services.router.replicas import ReplicaSet
-from services.router.selector import SelectorSettings, ToolSelector
-from services.router.servicer import AgentServicer
-from services.router.sessions import SessionStore
-from services.router.tools_link import ToolsLink
-from services.runtime.cache import TwoLevelCache
-from services.runtime.channel import create_channel
 from services.runtime.launch import run_service
-from services.runtime.metrics import Metrics, MetricsServer
-from services.runtime.redis import connect_redis
-from services.runtime.server import MeshServer, StartupError, stop_signals
-from services.runtime.telemetry import tracing_for
-from services.runtime.tenancy import TenantInterceptor
-from services.runtime.tls import MeshTls
-
-
-@dataclass
-class Router:
-    """The router's parts, wired; shared by ``serve`` and the tests."""
-
-    servicer: AgentServicer
-    replicas: ReplicaSet
-    tools: ToolsLink
-    generator: Generator
-    loop: AgentLoop
-    metrics: RouterMetrics
-    embedder: Embedder | None = None
-
-    async def start(self) -> None:
-        await self.replicas.start()
-        self.tools.start()
-        await self.loop.warm_up()
-
-    async def close(self) -> None:
-        await self.replicas.close()
-        await self.tools.close()
-
-
-def build_router(
-    config: RouterConfig,
-    redis: aioredis.Redis,
-    metrics: Metrics,
-    tracer_provider: TracerProvider | None = None,
-    picker: Picker | None = None,
-    *,
-    embedder: Embedder | None = None,
-) -> Router:
-    """Wire a router; ``embedder`` lets several routers in one process share one embedding model."""
-    router_metrics = RouterMetrics(metrics)
-    tls = MeshTls.from_config(config)
-
-    def channel(target: str) -> grpc.aio.Channel:
-        return create_channel(
-            target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes, tls=tls
-        )
-
-    replicas = ReplicaSet(config.inference, channel, refresh_s=config.dns_refresh_s)
-    tools = ToolsLink(config.tools, channel, refresh_s=config.dns_refresh_s)
-    sessions = SessionStore(redis, ttl_s=config.session_ttl_s)
-    cache = TwoLevelCache("agentmesh:response:", redis) if config.response_cache_ttl_s > 0 else None
-    generator = Generator(
-        replicas,
-        picker or make_picker(config.picker, config.load_factor),
-        cache=cache,
-        metrics=router_metrics,
-        model_id=config.model_id,
-        cache_ttl_s=config.response_cache_ttl_s,
-        flush_s=config.stream_flush_ms / 1000,
-        share_prefix_cache=config.share_prefix_cache,
-    )
-    tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("agentmesh.router")
-    selector = None
-    if config.tool_selection == "embedding":
-        embedder = embedder or MiniLmEmbedder()
-        settings = SelectorSettings(
-            choose=config.selector_choose, reject=config.selector_reject, margin=config.selector_margin
-        )
-        selector = ToolSelector(embedder, settings)
-    planner = Planner(generator, selector, metrics=router_metrics, tracer=tracer)
-    loop = AgentLoop(
-        generator,
-        tools,
-        sessions,
-        planner,
-        settings=LoopSettings(
-            default_max_tool_rounds=config.max_tool_rounds,
-            history_budget_tokens=config.history_budget_tokens,
-            history_keep=config.history_keep,
-            answer_max_tokens=config.answer_max_tokens,
-            tool_timeout_s=config.tool_timeout_s,
-            answer_opening=config.answer_opening,
-        ),
-        metrics=router_metrics,
-        tracer=tracer,
-    )
-    servicer = AgentServicer(loop, generator, sessions, max_output_tokens=config.max_output_tokens)
-    return Router(servicer, replicas, tools, generator, loop, router_metrics, embedder)
-
-
-async def serve(config: RouterConfig) -> None:
-    stop = stop_signals()
-    tracer_provider = tracing_for(config)
-    redis = await connect_redis(config.redis_url, required=True)
-    if redis is None:  # pragma: no cover - required=True raises instead
-        raise StartupError("the router needs Redis for sessions")
-    metrics = Metrics()
-    router = build_router(config, redis, metrics, tracer_provider)
-    server = MeshServer(
-        config,
-        [router.servicer.service()],
-        metrics=metrics,
-        tracer_provider=tracer_provider,
-        interceptors=[TenantInterceptor()],
-        tls=MeshTls.from_config(config),
-    )
-    metrics_server = MetricsServer(metrics, config.host, config.metrics_port) if config.metrics_port >= 0 else None
-    await server.start(serving=False)
-    await router.start()
-    # SERVING while at least one inference replica is reachable.
-    follower = asyncio.create_task(server.follow(lambda: any(link.available for link in router.replicas.replicas)))
-    await stop
-    follower.cancel()
-    server.on_drain(router.servicer.announce_draining)
-    await server.drain()
-    await router.close()
-    if metrics_server is not None:
-        metrics_server.close()
-    await redis.aclose()
 
 
 def main() -> int:
-    return run_service(RouterConfig, serve)
+    return run_service(RouterConfig, service_parts)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import yaml
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from gateway.http_edge import HttpEdge
-from loadtest.mesh import FAST_SIM, converse, start_mesh
+from meshkit.mesh import FAST_SIM, start_mesh
+from meshkit.turns import converse
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

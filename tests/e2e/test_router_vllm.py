@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
-from loadtest.mesh import TurnResult, converse
+from meshkit.turns import TurnResult, converse
+from services.router.build import build_router
 from services.router.config import RouterConfig
-from services.router.main import build_router
 from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics

@@ -24,7 +24,7 @@ from agentmesh_client import (
     TurnCompleted,
     TurnStarted,
 )
-from loadtest.mesh import FAST_SIM, Mesh, start_mesh
+from meshkit.mesh import FAST_SIM, Mesh, start_mesh
 from services.cli import chat
 from services.cli.interrupts import Interrupts
 from services.runtime.errors import DeadlineExceeded, InvalidArgument, NotFound, ResourceExhausted, Unauthenticated

@@ -19,7 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from loadtest.mesh import Mesh, converse, start_mesh
+from meshkit.mesh import Mesh, start_mesh
+from meshkit.turns import converse
 from services.runtime.errors import rich_error_of, rich_error_of_status
 from services.runtime.metrics import Metrics
 
@@ -168,7 +169,7 @@ async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis)
 async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.Redis) -> None:
     from dataclasses import replace
 
-    from loadtest.mesh import FAST_SIM
+    from meshkit.mesh import FAST_SIM
 
     # Each request takes ~0.2 s on the simulator; 4 slots → capacity ~20 req/s; offered ~60 req/s for 1 s.
     sim = replace(FAST_SIM, output_tokens=20, decode_base_s=0.01, max_batch=64)

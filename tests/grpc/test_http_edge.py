@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 
 from agentmesh_client import AgentClient
 from gateway.http_edge import HttpEdge
-from loadtest.mesh import FAST_SIM, Mesh, start_mesh
+from meshkit.mesh import FAST_SIM, Mesh, start_mesh
 from tests.support.waiting import eventually
 
 KEY = "acme-secret-key"

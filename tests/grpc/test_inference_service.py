@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
-from services.inference.main import watch_engine
+from services.inference.build import watch_engine
 from services.inference.metrics import InferenceMetrics
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings

@@ -14,7 +14,8 @@ from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from loadtest.mesh import Mesh, converse, start_mesh
+from meshkit.mesh import Mesh, start_mesh
+from meshkit.turns import converse
 from services.router.picker import RoundRobinPicker
 from services.runtime.errors import rich_error_of, rich_error_of_status
 from tests.support.waiting import eventually
@@ -116,7 +117,7 @@ async def test_prefix_aware_placement_beats_round_robin_on_cache_hits(redis_clie
 async def test_replica_dying_mid_answer_fails_over_and_is_skipped(redis_client: aioredis.Redis) -> None:
     from dataclasses import replace
 
-    from loadtest.mesh import FAST_SIM
+    from meshkit.mesh import FAST_SIM
 
     mesh = await start_mesh(redis_client, replicas=3, sim=replace(FAST_SIM, output_tokens=60, decode_base_s=0.01))
     try:
@@ -191,7 +192,7 @@ async def test_required_tool_runs_and_its_failure_is_shown_not_fatal(mesh: Mesh)
 async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) -> None:
     from dataclasses import replace
 
-    from loadtest.mesh import FAST_SIM
+    from meshkit.mesh import FAST_SIM
 
     mesh = await start_mesh(redis_client, replicas=2, sim=replace(FAST_SIM, output_tokens=500, decode_base_s=0.01))
     try:

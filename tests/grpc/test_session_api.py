@@ -15,8 +15,9 @@ from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from loadtest.mesh import FAST_SIM, Mesh, converse, start_mesh
 from loadtest.session_prefix import run_session
+from meshkit.mesh import FAST_SIM, Mesh, start_mesh
+from meshkit.turns import converse
 from services.runtime.errors import rich_error_of
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)

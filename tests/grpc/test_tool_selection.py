@@ -16,7 +16,8 @@ import redis.asyncio as aioredis
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from loadtest.mesh import Mesh, converse, start_mesh
+from meshkit.mesh import Mesh, start_mesh
+from meshkit.turns import converse
 from services.router.embedding import MiniLmEmbedder
 from services.tools.registry import ToolDefinition, ToolExample
 

@@ -16,7 +16,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from loadtest.mesh import FAST_SIM, Mesh, start_mesh
+from meshkit.mesh import FAST_SIM, Mesh, start_mesh
 from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)

@@ -17,7 +17,7 @@ import pytest
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
-from loadtest.proxy import CountingProxy
+from meshkit.proxy import CountingProxy
 from services.runtime.server import Service
 from tests.conftest import StartServer
 from tests.support.probe_agent import SERVICE_NAME, ProbeAgent

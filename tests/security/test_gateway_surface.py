@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from gateway.auth import ApiKeys, AuthInterceptor
-from loadtest.mesh import Mesh, start_mesh
+from meshkit.mesh import Mesh, start_mesh
 from services.runtime.config import ServiceConfig
 from services.runtime.errors import rich_error_of
 from services.runtime.metrics import Metrics

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
-from loadtest.mesh import Mesh, start_mesh
+from meshkit.mesh import Mesh, start_mesh
 from services.runtime.channel import create_channel
 from services.runtime.config import ConfigError, ServiceConfig, load_config
 from services.runtime.errors import rich_error_of

@@ -16,7 +16,8 @@ from opentelemetry import context as otel_context
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
-from loadtest.mesh import Mesh, converse, start_mesh
+from meshkit.mesh import Mesh, start_mesh
+from meshkit.turns import converse
 from services.runtime.tenancy import TENANT_BAGGAGE
 
 ACME = (("authorization", "Bearer acme-secret-key"),)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from services.runtime.config import RedisConfig
 from services.runtime.launch import run_service
-from services.runtime.metrics import Metrics
+from services.runtime.lifecycle import Kit, Parts
 from services.runtime.redis import connect_redis
-from services.runtime.server import MeshServer, stop_signals
+from services.runtime.server import MeshServer
 from tests.support.probe_agent import ProbeAgent
 
 
@@ -25,20 +25,20 @@ class ProbeConfig(RedisConfig):
     SERVICE_NAME = "probe"
 
 
-async def serve(config: ProbeConfig) -> None:
-    stop = stop_signals()
+async def service_parts(config: ProbeConfig, kit: Kit) -> Parts:
+    """ProbeAgent under the services' own lifecycle; prints its address once it listens, for the test to read."""
     redis = await connect_redis(config.redis_url, required=config.redis_required, timeout_s=1.0)
-    server = MeshServer(config, [ProbeAgent().service()], metrics=Metrics())
-    await server.start()
-    print(f"listening on {server.address}", flush=True)
-    await stop
-    await server.drain()
     if redis is not None:
-        await redis.aclose()
+        kit.close_after_drain(redis.aclose)
+
+    async def announce(server: MeshServer) -> None:
+        print(f"listening on {server.address}", flush=True)
+
+    return Parts([ProbeAgent().service()], warm_up=announce)
 
 
 def main() -> int:
-    return run_service(ProbeConfig, serve)
+    return run_service(ProbeConfig, service_parts)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -11,15 +10,15 @@ import grpc.aio
 import redis.asyncio as aioredis
 from opentelemetry.sdk.trace import TracerProvider
 
-from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from agentmesh.agent.v1 import agent_pb2_grpc
+from gateway.build import Gateway, build_gateway, load_keys
 from gateway.config import GatewayConfig
-from gateway.main import Gateway, build_gateway, load_keys
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings
+from services.router.build import Router, build_router
 from services.router.config import RouterConfig
 from services.router.embedding import Embedder
-from services.router.main import Router, build_router
 from services.router.picker import Picker
 from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
@@ -112,14 +111,17 @@ class Mesh:
         **overrides: Any,
     ) -> tuple[Any, Gateway, MeshServer]:
         """A gateway in front of every router added so far: (stub, parts, server)."""
-        config = replace(
-            GatewayConfig(), port=0, routers=tuple(server.address for _, server, _ in self.routers), api_keys=keys,
-            **overrides,
-        )  # fmt: skip
+        routers = tuple(server.address for _, server, _ in self.routers)
+        config = replace(GatewayConfig(), port=0, routers=routers, api_keys=keys, **overrides)
         metrics = metrics or Metrics()
         gateway = build_gateway(config, load_keys(config), self.redis, metrics, tracer_provider)
-        server = MeshServer(config, [gateway.servicer.service()], metrics=metrics, tracer_provider=tracer_provider,
-                            interceptors=[gateway.auth])  # fmt: skip
+        server = MeshServer(
+            config,
+            [gateway.servicer.service()],
+            metrics=metrics,
+            tracer_provider=tracer_provider,
+            interceptors=[gateway.auth],
+        )
         await server.start()
         gateway.routers.start()
         assert await gateway.routers.wait_healthy(10)
@@ -154,56 +156,18 @@ async def start_mesh(
         engine = SimulatorEngine(replace(sim, model_id=f"sim-{i}"))
         await engine.start()
         tracer = tracer_provider.get_tracer("agentmesh.inference") if tracer_provider else None
-        servicer = InferenceServicer(engine, SessionSettings(replica_id=f"sim-{i}", default_max_tokens=64,
-                                                             load_interval_s=0.05), tracer=tracer)  # fmt: skip
-        server = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics(),
-                            tracer_provider=tracer_provider)  # fmt: skip
+        settings = SessionSettings(replica_id=f"sim-{i}", default_max_tokens=64, load_interval_s=0.05)
+        servicer = InferenceServicer(engine, settings, tracer=tracer)
+        server = MeshServer(
+            ServiceConfig(port=0), [servicer.service()], metrics=Metrics(), tracer_provider=tracer_provider
+        )
         await server.start()
         sims.append(SimReplica(engine, server))
     executor = ToolExecutor(ToolRegistry([*default_tools(), *extra_tools]), cache=TwoLevelCache("test:tools:", redis))
     tools_tracer = tracer_provider.get_tracer("agentmesh.tools") if tracer_provider else None
-    tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor, tools_tracer).service()],
-                              metrics=Metrics(), tracer_provider=tracer_provider)  # fmt: skip
+    tools_servicer = ToolExecutorServicer(executor, tools_tracer)
+    tools_server = MeshServer(
+        ServiceConfig(port=0), [tools_servicer.service()], metrics=Metrics(), tracer_provider=tracer_provider
+    )
     await tools_server.start()
     return Mesh(sims, tools_server, redis, tracer_provider=tracer_provider)
-
-
-@dataclass
-class TurnResult:
-    events: list[agent_pb2.ConverseResponse]
-
-    @property
-    def accepted(self) -> agent_pb2.TurnAccepted:
-        return next(e.turn_accepted for e in self.events if e.HasField("turn_accepted"))
-
-    @property
-    def text(self) -> str:
-        return "".join(e.text_delta.text for e in self.events if e.HasField("text_delta"))
-
-    @property
-    def completed(self) -> agent_pb2.TurnCompleted:
-        return next(e.turn_completed for e in self.events if e.HasField("turn_completed"))
-
-    def kinds(self) -> list[str]:
-        return [str(e.WhichOneof("event")) for e in self.events]
-
-
-async def converse(
-    stub: Any,
-    start: agent_pb2.StartTurn,
-    *,
-    metadata: Sequence[tuple[str, str]] = (),
-) -> TurnResult:
-    """One turn on a fresh Converse stream; returns every event up to TurnCompleted."""
-    call: Any = stub.Converse(metadata=tuple(metadata))
-    await call.write(agent_pb2.ConverseRequest(start_turn=start))
-    events = []
-    while True:
-        event = await asyncio.wait_for(call.read(), 30)
-        assert event is not grpc.aio.EOF, "stream ended before TurnCompleted"
-        events.append(event)
-        if event.HasField("turn_completed"):
-            break
-    await call.done_writing()
-    await call.code()
-    return TurnResult(events)
