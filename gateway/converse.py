@@ -225,9 +225,11 @@ class ConverseRelay:
         """The router's events to the client, as the router's bytes; a TurnCompleted also settles its turn."""
         try:
             while isinstance(event := await downstream.read(), bytes):  # else EOF: the router ended the stream
-                await self._to_client(event)
                 if event[:1] == TURN_COMPLETED_TAG:  # the one message per turn decoded
+                    # Settled before the client hears of it: a client that starts its next turn on
+                    # TurnCompleted finds the slot free and the finished turn's tokens charged.
                     await self._completed(event)
+                await self._to_client(event)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.CANCELLED:
                 return
