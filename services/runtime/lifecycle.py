@@ -20,7 +20,8 @@ Every mesh process runs the same phases; a service supplies only a builder
    reverse order of their opening.
 
 A ``StartupError`` from phases 1–2 ends the process with one line and exit 1
-(``launch.run_service``); what was opened by then is still closed.
+(``launch.run_service``); a started server stops at once and what was opened
+by then is still closed.
 """
 
 from __future__ import annotations
@@ -96,11 +97,14 @@ class Parts:
 Build = Callable[[C, Kit], Awaitable[Parts]]
 
 
-async def serve(config: C, build: Build[C]) -> None:
-    """Run one service from start-up to its last closed resource (see the module docstring)."""
+async def serve(config: C, build: Build[C], *, tracer_provider: TracerProvider | None = None) -> None:
+    """Run one service from start-up to its last closed resource (see the module docstring).
+
+    ``tracer_provider``: None sets up the configured exporter, process-wide; tests pass their own.
+    """
     stop = stop_signals()
     async with contextlib.AsyncExitStack() as resources:
-        kit = Kit(Metrics(), tracing_for(config), resources)
+        kit = Kit(Metrics(), tracer_provider or tracing_for(config), resources)
         parts = await build(config, kit)
         server = MeshServer(
             config,
@@ -114,6 +118,8 @@ async def serve(config: C, build: Build[C]) -> None:
             metrics_server = MetricsServer(kit.metrics, config.host, config.metrics_port, also=parts.metrics_also)
             resources.callback(metrics_server.close)
         await server.start(serving=False)
+        # A warm-up that fails stops the server at once; after a drain this is a no-op.
+        resources.push_async_callback(server.drain, 0)
         await _serve_until_stopped(server, parts, kit, stop)
 
 
