@@ -36,14 +36,23 @@ NAMES = {0: "P0", 1: "P1", 2: "P2"}
 class AdmissionMetrics:
     def __init__(self, metrics: Metrics) -> None:
         ns, reg = metrics.namespace, metrics.registry
-        self.decisions = Counter("gateway_admission", "Admission outcomes by class.", ["priority", "outcome"],
-                                 namespace=ns, registry=reg)  # fmt: skip
-        self.queued = Gauge("gateway_queue_depth", "Requests waiting, by class.", ["priority"], namespace=ns,
-                            registry=reg)  # fmt: skip
-        self.wait = Histogram("gateway_queue_wait_seconds", "Time waited before admission.", ["priority"],
-                              namespace=ns, registry=reg, buckets=LATENCY_BUCKETS)  # fmt: skip
-        self.limit = Gauge("gateway_concurrency_limit", "Current adaptive concurrency limit.", namespace=ns,
-                           registry=reg)  # fmt: skip
+        self.decisions = Counter(
+            "gateway_admission", "Admission outcomes by class.", ["priority", "outcome"], namespace=ns, registry=reg
+        )
+        self.queued = Gauge(
+            "gateway_queue_depth", "Requests waiting, by class.", ["priority"], namespace=ns, registry=reg
+        )
+        self.wait = Histogram(
+            "gateway_queue_wait_seconds",
+            "Time waited before admission.",
+            ["priority"],
+            namespace=ns,
+            registry=reg,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.limit = Gauge(
+            "gateway_concurrency_limit", "Current adaptive concurrency limit.", namespace=ns, registry=reg
+        )
         self.in_flight = Gauge("gateway_in_flight", "Admitted requests not yet finished.", namespace=ns, registry=reg)
 
 
@@ -185,10 +194,13 @@ class AdmissionController:
                     and not waiter.future.done()
                 ):
                     queue.remove(waiter)
-                    waiter.future.set_exception(ResourceExhausted(
-                        f"{NAMES[c]} request shed for higher-priority traffic",
-                        retry_after_s=self.expected_wait_s(position), reason="SHED",
-                    ))  # fmt: skip
+                    waiter.future.set_exception(
+                        ResourceExhausted(
+                            f"{NAMES[c]} request shed for higher-priority traffic",
+                            retry_after_s=self.expected_wait_s(position),
+                            reason="SHED",
+                        )
+                    )
                     self._count(c, "shed")
 
     def _remove(self, waiter: _Waiter) -> bool:

@@ -21,8 +21,9 @@ class GatewayConfig(RedisConfig):
     routers: tuple[str, ...] = opt(("127.0.0.1:50052",), "router replicas (host:port, comma-separated)")
     api_keys_file: str = opt("", "file of 'tenant key' or 'tenant sha256:<hex>' lines")
     api_keys: str = opt("", "tenant:key pairs, comma-separated (prefer the file or the environment)")
-    rate_limit_backend: str = opt("redis", "where budgets live: redis (shared) or memory (this replica only)",
-                                  choices=("redis", "memory"))  # fmt: skip
+    rate_limit_backend: str = opt(
+        "redis", "where budgets live: redis (shared) or memory (this replica only)", choices=("redis", "memory")
+    )
     rate_rps: float = opt(10.0, "requests per second per tenant (token bucket refill)", check=positive)
     rate_burst: float = opt(20.0, "request bucket size per tenant", check=positive)
     rate_tokens_per_min: float = opt(60_000.0, "prompt+completion tokens per minute per tenant", check=positive)

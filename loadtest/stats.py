@@ -145,5 +145,6 @@ def summarize(traces: Sequence[RequestTrace], wall_s: float, slo: Slo | None = N
 
 
 def by_priority(traces: Sequence[RequestTrace], wall_s: float, slo: Slo | None = None) -> dict[int, Summary]:
-    return {p: summarize([t for t in traces if t.priority == p], wall_s, slo)
-            for p in sorted({t.priority for t in traces})}  # fmt: skip
+    return {
+        p: summarize([t for t in traces if t.priority == p], wall_s, slo) for p in sorted({t.priority for t in traces})
+    }

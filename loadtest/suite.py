@@ -89,28 +89,59 @@ def machine() -> str:
 
 async def overhead(quick: bool) -> str:
     ports = {k: free_port() for k in ("gateway", "router", "tools", "inference")}
-    env = {**os.environ, "AGENTMESH_GATEWAY_API_KEYS": f"bench:{API_KEY}",
-           "AGENTMESH_INFERENCE_SIM_DECODE_BASE_S": "0.02", "AGENTMESH_INFERENCE_SIM_DECODE_PER_SEQ_S": "0",
-           "AGENTMESH_INFERENCE_SIM_PREFILL_S_PER_TOKEN": "0", "AGENTMESH_INFERENCE_SIM_OUTPUT_TOKENS": "1000",
-           "AGENTMESH_GATEWAY_RATE_RPS": "100000", "AGENTMESH_GATEWAY_RATE_BURST": "100000",
-           "AGENTMESH_GATEWAY_RATE_WINDOW_MAX": "10000000", "AGENTMESH_GATEWAY_RATE_TOKENS_PER_MIN": "100000000",
-           "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "100000000", "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
-           "AGENTMESH_LOG_LEVEL": "warning"}  # fmt: skip
+    env = {
+        **os.environ,
+        "AGENTMESH_GATEWAY_API_KEYS": f"bench:{API_KEY}",
+        "AGENTMESH_INFERENCE_SIM_DECODE_BASE_S": "0.02",
+        "AGENTMESH_INFERENCE_SIM_DECODE_PER_SEQ_S": "0",
+        "AGENTMESH_INFERENCE_SIM_PREFILL_S_PER_TOKEN": "0",
+        "AGENTMESH_INFERENCE_SIM_OUTPUT_TOKENS": "1000",
+        "AGENTMESH_GATEWAY_RATE_RPS": "100000",
+        "AGENTMESH_GATEWAY_RATE_BURST": "100000",
+        "AGENTMESH_GATEWAY_RATE_WINDOW_MAX": "10000000",
+        "AGENTMESH_GATEWAY_RATE_TOKENS_PER_MIN": "100000000",
+        "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "100000000",
+        "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
+        "AGENTMESH_LOG_LEVEL": "warning",
+    }
     sim_port = ports["inference"] + 10
     proc = subprocess.Popen(  # noqa: ASYNC220 - the mesh runs beside the benchmark
-        [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "1", "--no-metrics",
-         "--gateway-port", str(ports["gateway"]), "--router-port", str(ports["router"]),
-         "--tools-port", str(ports["tools"]), "--inference-port", str(ports["inference"])],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "up",
+            "--no-vllm",
+            "--sim-replicas",
+            "1",
+            "--no-metrics",
+            "--gateway-port",
+            str(ports["gateway"]),
+            "--router-port",
+            str(ports["router"]),
+            "--tools-port",
+            str(ports["tools"]),
+            "--inference-port",
+            str(ports["inference"]),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         await wait_serving(f"127.0.0.1:{ports['gateway']}", within_s=60)
         children = psutil.Process(proc.pid).children()
         pids = {}
         for child in children:
             cmd = " ".join(child.cmdline())
-            for name, marker in (("inference", "services.inference"), ("router", "services.router"),
-                                 ("gateway", "-m gateway"), ("tools", "services.tools")):  # fmt: skip
+            for name, marker in (
+                ("inference", "services.inference"),
+                ("router", "services.router"),
+                ("gateway", "-m gateway"),
+                ("tools", "services.tools"),
+            ):
                 if marker in cmd:
                     pids[name] = child.pid
         targets: dict[str, Callable[[], Target]] = {
@@ -152,15 +183,22 @@ async def overhead(quick: bool) -> str:
     ]
     for name in ("B router", "C gateway"):
         s = rows[name]
-        lines.append(f"| {name} vs A | {ms(s.ttft.p50 - base.ttft.p50)} ms | {ms(s.ttft.p99 - base.ttft.p99)} ms | "
-                     f"{ms(s.itl.p50 - base.itl.p50)} ms | {ms(s.itl.p99 - base.itl.p99)} ms |")  # fmt: skip
-    lines += ["", "CPU seconds per 1000 output tokens, by process (all rounds of each target):", "",
-              "| target | " + " | ".join(sorted(cpu["A inference"])) + " |",
-              "|---|" + "---:|" * len(cpu["A inference"])]  # fmt: skip
+        lines.append(
+            f"| {name} vs A | {ms(s.ttft.p50 - base.ttft.p50)} ms | {ms(s.ttft.p99 - base.ttft.p99)} ms | "
+            f"{ms(s.itl.p50 - base.itl.p50)} ms | {ms(s.itl.p99 - base.itl.p99)} ms |"
+        )
+    lines += [
+        "",
+        "CPU seconds per 1000 output tokens, by process (all rounds of each target):",
+        "",
+        "| target | " + " | ".join(sorted(cpu["A inference"])) + " |",
+        "|---|" + "---:|" * len(cpu["A inference"]),
+    ]
     for name in targets:
         tokens = max(1, rows[name].output_tokens)
-        lines.append(f"| {name} | " + " | ".join(f"{cpu[name][k] * 1000 / tokens:.2f}" for k in sorted(cpu[name]))
-                     + " |")  # fmt: skip
+        lines.append(
+            f"| {name} | " + " | ".join(f"{cpu[name][k] * 1000 / tokens:.2f}" for k in sorted(cpu[name])) + " |"
+        )
     lines += ["", "![overhead](loadtest/results/overhead.png) (written by `make bench`; results are git-ignored)"]
     return "\n".join(lines)
 
@@ -201,9 +239,11 @@ async def routing(quick: bool) -> str:
                 for turn in range(turns):
                     for s in range(sessions):
                         req = agent_pb2.StartTurn(
-                            session_id=ids[s], message=f"session {s} turn {turn}", system_prompt=system,
+                            session_id=ids[s],
+                            message=f"session {s} turn {turn}",
+                            system_prompt=system,
                             tool_choice=no_tools,
-                        )  # fmt: skip
+                        )
                         result = await converse(stubs[(s + turn) % n_routers], req)
                         ttfts.append(result.completed.time_to_first_token.ToNanoseconds() / 1e9)
                         ids[s] = result.accepted.session_id
@@ -249,9 +289,11 @@ async def tools(quick: bool) -> str:
     await server.drain(grace=0)
     wall = sorted(r[0] for r in rows)[len(rows) // 2]
     total = sorted(r[1] for r in rows)[len(rows) // 2]
-    return (f"Three calls of a 300 ms tool issued together on one Execute stream (median of {len(rows)} runs): "
-            f"**{wall * 1e3:.0f} ms** wall time, against **{total * 1e3:.0f} ms** for the sum of their latencies "
-            f"(×{total / wall:.2f}).")  # fmt: skip
+    return (
+        f"Three calls of a 300 ms tool issued together on one Execute stream (median of {len(rows)} runs): "
+        f"**{wall * 1e3:.0f} ms** wall time, against **{total * 1e3:.0f} ms** for the sum of their latencies "
+        f"(×{total / wall:.2f})."
+    )
 
 
 # -- overload ------------------------------------------------------------------
@@ -265,9 +307,17 @@ async def overload(quick: bool) -> str:
     try:
         await mesh.add_router(response_cache_ttl_s=0)
         _, _, server = await mesh.add_gateway(
-            keys=f"bench:{API_KEY}", rate_rps=1e5, rate_burst=1e5, rate_window_max=10**7, concurrency_initial=4.0,
-            concurrency_min=4.0, concurrency_max=4.0, slo_p0_s=1.5, slo_p1_s=1.0, slo_p2_s=0.3,
-        )  # fmt: skip
+            keys=f"bench:{API_KEY}",
+            rate_rps=1e5,
+            rate_burst=1e5,
+            rate_window_max=10**7,
+            concurrency_initial=4.0,
+            concurrency_min=4.0,
+            concurrency_max=4.0,
+            slo_p0_s=1.5,
+            slo_p1_s=1.0,
+            slo_p2_s=0.3,
+        )
         target = AgentTarget(server.address, api_key=API_KEY, name="gateway")
         await target.start()
         n = 60 if quick else 180
@@ -280,14 +330,19 @@ async def overload(quick: bool) -> str:
         await redis.aclose()
     slo = Slo(ttft_s=1.5)
     parts = by_priority(traces, wall, slo)
-    lines = [f"{n} Complete requests at {rate:.0f}/s (Poisson; capacity ≈ 20/s: 4 admission slots × ~0.2 s each), "
-             "P0/P1/P2 in turn; queue-wait SLOs P0 1.5 s, P1 1 s, P2 0.3 s; goodput = requests with TTFT ≤ 1.5 s.",
-             "", "| class | served | shed (RESOURCE_EXHAUSTED) | E2E p50 | E2E p99 | goodput req/s |",
-             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        f"{n} Complete requests at {rate:.0f}/s (Poisson; capacity ≈ 20/s: 4 admission slots × ~0.2 s each), "
+        "P0/P1/P2 in turn; queue-wait SLOs P0 1.5 s, P1 1 s, P2 0.3 s; goodput = requests with TTFT ≤ 1.5 s.",
+        "",
+        "| class | served | shed (RESOURCE_EXHAUSTED) | E2E p50 | E2E p99 | goodput req/s |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for p, s in parts.items():
         shed = s.errors_by_code.get("RESOURCE_EXHAUSTED", 0)
-        lines.append(f"| P{p} | {s.requests - s.errors}/{s.requests} | {shed} ({shed / max(1, s.requests):.0%}) "
-                     f"| {ms(s.e2e.p50)} ms | {ms(s.e2e.p99)} ms | {s.goodput_rps:.2f} |")  # fmt: skip
+        lines.append(
+            f"| P{p} | {s.requests - s.errors}/{s.requests} | {shed} ({shed / max(1, s.requests):.0%}) "
+            f"| {ms(s.e2e.p50)} ms | {ms(s.e2e.p99)} ms | {s.goodput_rps:.2f} |"
+        )
     total = summarize(traces, wall, slo)
     other = {k: v for k, v in total.errors_by_code.items() if k != "RESOURCE_EXHAUSTED"}
     lines += ["", f"Total goodput {total.goodput_rps:.2f} req/s; errors other than shedding: {other or 'none'}."]
@@ -299,14 +354,20 @@ async def overload(quick: bool) -> str:
 
 async def wire(quick: bool) -> str:
     n, tokens = (16, 32) if quick else (48, 64)
-    lines = [f"{n} requests × {tokens} tokens, all in flight at once on one Generate stream to a simulator "
-             "replica (20 ms steps); bytes counted by a loopback proxy, CPU of this process (client + server).",
-             "", "| gzip | coalescing | bytes up | bytes down | down bytes/token | messages/token | CPU s/1000 tok |",
-             "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        f"{n} requests × {tokens} tokens, all in flight at once on one Generate stream to a simulator "
+        "replica (20 ms steps); bytes counted by a loopback proxy, CPU of this process (client + server).",
+        "",
+        "| gzip | coalescing | bytes up | bytes down | down bytes/token | messages/token | CPU s/1000 tok |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for gzip in (True, False):
         for coalesce in (True, False):
-            engine = SimulatorEngine(SimulatorSettings(decode_base_s=0.02, decode_per_seq_s=0.0, prefill_s_per_token=0,
-                                                       output_tokens=tokens, max_batch=n))  # fmt: skip
+            engine = SimulatorEngine(
+                SimulatorSettings(
+                    decode_base_s=0.02, decode_per_seq_s=0.0, prefill_s_per_token=0, output_tokens=tokens, max_batch=n
+                )
+            )
             await engine.start()
             servicer = InferenceServicer(engine, SessionSettings("wire", default_max_tokens=tokens, coalesce=coalesce))
             compression = grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression
@@ -327,8 +388,10 @@ async def wire(quick: bool) -> str:
             await server.drain(grace=0)
             await engine.close()
             total = sum(t.tokens for t in got)
-            lines.append(f"| {'on' if gzip else 'off'} | {'on' if coalesce else 'off'} | {proxy.up} | {proxy.down} | "
-                         f"{proxy.down / total:.1f} | {frames / total:.3f} | {cpu * 1000 / total:.2f} |")  # fmt: skip
+            lines.append(
+                f"| {'on' if gzip else 'off'} | {'on' if coalesce else 'off'} | {proxy.up} | {proxy.down} | "
+                f"{proxy.down / total:.1f} | {frames / total:.3f} | {cpu * 1000 / total:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -338,29 +401,56 @@ async def wire(quick: bool) -> str:
 async def vllm(quick: bool) -> str:
     out = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "loadtest.inference_vs_vllm", "--rounds", "1", "--requests", "16",
-         "--concurrency", "8", "--max-tokens", "32"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "loadtest.inference_vs_vllm",
+            "--rounds",
+            "1",
+            "--requests",
+            "16",
+            "--concurrency",
+            "8",
+            "--max-tokens",
+            "32",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     keep = [line for line in out.stdout.splitlines() if line.strip().startswith(("ours", "vllm", "shared", "distinct"))]
-    return ("`python -m loadtest.inference_vs_vllm --rounds 1 --requests 16 --concurrency 8 --max-tokens 32` "
-            "(the fuller run is the section above):\n\n```\n" + "\n".join(keep) + "\n```")  # fmt: skip
+    return (
+        "`python -m loadtest.inference_vs_vllm --rounds 1 --requests 16 --concurrency 8 --max-tokens 32` "
+        "(the fuller run is the section above):\n\n```\n" + "\n".join(keep) + "\n```"
+    )
 
 
 SECTIONS: dict[str, Callable[[bool], Coroutine[Any, Any, str]]] = {
-    "overhead": overhead, "routing": routing, "tools": tools, "overload": overload, "wire": wire, "vllm": vllm,
-}  # fmt: skip
+    "overhead": overhead,
+    "routing": routing,
+    "tools": tools,
+    "overload": overload,
+    "wire": wire,
+    "vllm": vllm,
+}
 TITLES = {
-    "overhead": "Mesh overhead per hop", "routing": "Prefix-aware routing", "tools": "Parallel tools",
-    "overload": "Overload: priorities and shedding", "wire": "Wire: gzip and frame coalescing",
+    "overhead": "Mesh overhead per hop",
+    "routing": "Prefix-aware routing",
+    "tools": "Parallel tools",
+    "overload": "Overload: priorities and shedding",
+    "wire": "Wire: gzip and frame coalescing",
     "vllm": "Inference vs vLLM (suite run)",
-}  # fmt: skip
+}
 
 
 def write_section(name: str, body: str, command: str) -> None:
     text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# Benchmarks\n"
-    block = (f"<!-- bench:{name} -->\n## {TITLES[name]}\n\n_{machine()} — `{command}`_\n\n{body.strip()}\n"
-             f"<!-- /bench:{name} -->")  # fmt: skip
+    block = (
+        f"<!-- bench:{name} -->\n## {TITLES[name]}\n\n_{machine()} — `{command}`_\n\n{body.strip()}\n"
+        f"<!-- /bench:{name} -->"
+    )
     pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     BENCHMARKS.write_text(text)

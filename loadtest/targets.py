@@ -79,8 +79,9 @@ class AgentTarget:
         return trace
 
     async def _turn(self, request: BenchRequest) -> RequestTrace:
-        start = agent_pb2.StartTurn(message=request.text, priority=PRIORITY[request.priority],
-                                    system_prompt=request.system_prompt)  # fmt: skip
+        start = agent_pb2.StartTurn(
+            message=request.text, priority=PRIORITY[request.priority], system_prompt=request.system_prompt
+        )
         start.sampling.max_tokens = request.max_tokens
         if request.session is not None:
             start.session_id = self._sessions.get(request.session, "")
@@ -189,8 +190,9 @@ class VllmTarget:
     async def run(self, request: BenchRequest) -> RequestTrace:
         params = self._pb.SamplingParams(temperature=0.7, top_p=1.0, max_tokens=request.max_tokens, n=1)
         prompt = f"<|im_start|>user\n{request.text}<|im_end|>\n<|im_start|>assistant\n"
-        message = self._pb.GenerateRequest(request_id=uuid.uuid4().hex, text=prompt, sampling_params=params,
-                                           stream=True)  # fmt: skip
+        message = self._pb.GenerateRequest(
+            request_id=uuid.uuid4().hex, text=prompt, sampling_params=params, stream=True
+        )
         trace = RequestTrace(sent=time.perf_counter(), priority=request.priority)
         try:
             async for msg in self._stub.Generate(message):

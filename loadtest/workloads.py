@@ -34,16 +34,25 @@ WORKLOADS = ("chat", "agent", "sessions", "distinct", "mixed")
 def build(name: str, n: int, *, max_tokens: int = 32, seed: int = 7) -> list[BenchRequest]:
     rng = random.Random(seed)
     if name == "chat":
-        return [BenchRequest(f"Tell me one fact about {TOPICS[i % len(TOPICS)]}.", max_tokens=max_tokens)
-                for i in range(n)]  # fmt: skip
+        return [
+            BenchRequest(f"Tell me one fact about {TOPICS[i % len(TOPICS)]}.", max_tokens=max_tokens) for i in range(n)
+        ]
     if name == "agent":
-        return [BenchRequest(f"What is {rng.randint(10, 99)}*{rng.randint(10, 99)}?", tools=True,
-                             max_tokens=max_tokens) for _ in range(n)]  # fmt: skip
+        return [
+            BenchRequest(f"What is {rng.randint(10, 99)}*{rng.randint(10, 99)}?", tools=True, max_tokens=max_tokens)
+            for _ in range(n)
+        ]
     if name == "sessions":
         sessions = max(1, n // 4)
-        return [BenchRequest(f"Turn {i // sessions}: tell me more about {TOPICS[(i % sessions) % len(TOPICS)]}.",
-                             session=i % sessions, system_prompt=SYSTEM, max_tokens=max_tokens)
-                for i in range(n)]  # fmt: skip
+        return [
+            BenchRequest(
+                f"Turn {i // sessions}: tell me more about {TOPICS[(i % sessions) % len(TOPICS)]}.",
+                session=i % sessions,
+                system_prompt=SYSTEM,
+                max_tokens=max_tokens,
+            )
+            for i in range(n)
+        ]
     if name == "distinct":
         words = [
             "alpha",
@@ -60,9 +69,10 @@ def build(name: str, n: int, *, max_tokens: int = 32, seed: int = 7) -> list[Ben
             "lima",
             "mike",
         ]
-        return [BenchRequest(" ".join(rng.choice(words) for _ in range(12)), max_tokens=max_tokens)
-                for _ in range(n)]  # fmt: skip
+        return [BenchRequest(" ".join(rng.choice(words) for _ in range(12)), max_tokens=max_tokens) for _ in range(n)]
     if name == "mixed":
-        return [BenchRequest(f"Tell me one fact about {TOPICS[i % len(TOPICS)]}.", priority=i % 3,
-                             max_tokens=max_tokens) for i in range(n)]  # fmt: skip
+        return [
+            BenchRequest(f"Tell me one fact about {TOPICS[i % len(TOPICS)]}.", priority=i % 3, max_tokens=max_tokens)
+            for i in range(n)
+        ]
     raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")

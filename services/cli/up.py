@@ -65,11 +65,30 @@ def plan(args: argparse.Namespace) -> list[Proc]:
         add(f"sim-{i}", "services.inference", port, 9160 + i, "--engine", "simulator")
         replicas.append(f"{host}:{port}")
     add("tools", "services.tools", args.tools_port, METRICS["tools"], "--redis-url", args.redis_url)
-    add("router", "services.router", args.router_port, METRICS["router"], "--inference", ",".join(replicas),
-        "--tools", f"{host}:{args.tools_port}", "--redis-url", args.redis_url)  # fmt: skip
-    add("gateway", "gateway", args.gateway_port, METRICS["gateway"],
-        "--routers", f"{host}:{args.router_port}", "--redis-url", args.redis_url,
-        "--http-port", str(args.gateway_http_port))  # fmt: skip
+    add(
+        "router",
+        "services.router",
+        args.router_port,
+        METRICS["router"],
+        "--inference",
+        ",".join(replicas),
+        "--tools",
+        f"{host}:{args.tools_port}",
+        "--redis-url",
+        args.redis_url,
+    )
+    add(
+        "gateway",
+        "gateway",
+        args.gateway_port,
+        METRICS["gateway"],
+        "--routers",
+        f"{host}:{args.router_port}",
+        "--redis-url",
+        args.redis_url,
+        "--http-port",
+        str(args.gateway_http_port),
+    )
     return procs
 
 
@@ -98,9 +117,15 @@ async def run(args: argparse.Namespace) -> int:
     try:
         for p in procs:
             p.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", *p.args, cwd=ROOT, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                *p.args,
+                cwd=ROOT,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
             p.pump = asyncio.create_task(_pump(p, width))
 
             def still_starting(process: asyncio.subprocess.Process = p.process) -> bool:
@@ -129,8 +154,10 @@ async def run(args: argparse.Namespace) -> int:
         entry = procs[-1]
         key_note = f" (API key: {DEV_API_KEY})" if env.get("AGENTMESH_GATEWAY_API_KEYS") == f"dev:{DEV_API_KEY}" else ""
         http = f", OpenAI API at http://127.0.0.1:{args.gateway_http_port}/v1" if args.gateway_http_port > 0 else ""
-        print(f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}{http}{key_note}. Ctrl-C stops it.",
-              flush=True)  # fmt: skip
+        print(
+            f"agentmesh up: the mesh is up; {entry.name} at 127.0.0.1:{entry.port}{http}{key_note}. Ctrl-C stops it.",
+            flush=True,
+        )
         exits = [asyncio.ensure_future(p.process.wait()) for p in procs if p.process is not None]
         stopping = asyncio.ensure_future(stop.wait())
         done, _ = await asyncio.wait({stopping, *exits}, return_when=asyncio.FIRST_COMPLETED)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.common.v1 import common_pb2
+from services.router.intent_words import STOP_WORDS
 from services.router.prompt import Message
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,6 @@ CHOOSE_NEGATIVES = 4
 
 
 _WORD = re.compile(r"[a-z]+|[0-9]+(?:\.[0-9]+)?|[-+*/^%]")
-_STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "is",
-     "it", "many", "me", "much", "my", "of", "on", "or", "please", "the", "to", "what", "you"]
-)  # fmt: skip
 
 
 def _features(text: str) -> set[str]:
@@ -56,7 +53,7 @@ def _features(text: str) -> set[str]:
             out.add("<number>")
         elif token in "-+*/^%":
             out.add("<operator>")
-        elif token not in _STOP:
+        elif token not in STOP_WORDS:
             out.add(token.rstrip("s") if len(token) > 3 else token)
     return out
 

@@ -142,9 +142,11 @@ class ToolExecutor:
     async def _execute(self, tool: ToolDefinition, request: CallRequest, start: float) -> CallOutcome:
         if len(request.arguments_json.encode()) > self._max_argument_bytes:
             return self._outcome(
-                request, start, CallStatus.INVALID_ARGUMENT,
+                request,
+                start,
+                CallStatus.INVALID_ARGUMENT,
                 error=f"arguments are larger than {self._max_argument_bytes} bytes",
-            )  # fmt: skip
+            )
         try:
             args = json.loads(request.arguments_json or "{}")
         except json.JSONDecodeError as exc:
@@ -154,9 +156,12 @@ class ToolExecutor:
         problem = ToolRegistry.check_arguments(tool, args)
         if problem is not None:
             return self._outcome(
-                request, start, CallStatus.INVALID_ARGUMENT,
-                error=f"argument {problem.pointer or '(root)'}: {problem.message}", field=problem.pointer,
-            )  # fmt: skip
+                request,
+                start,
+                CallStatus.INVALID_ARGUMENT,
+                error=f"argument {problem.pointer or '(root)'}: {problem.message}",
+                field=problem.pointer,
+            )
 
         use_cache = self._cache is not None and tool.cache_ttl_s > 0 and not request.bypass_cache
         key = cache_key("tool", request.tenant, tool.name, tool.version, args)
@@ -174,9 +179,11 @@ class ToolExecutor:
         breaker = self.breakers[tool.name]
         if not breaker.allow():
             return self._outcome(
-                request, start, CallStatus.UNAVAILABLE,
+                request,
+                start,
+                CallStatus.UNAVAILABLE,
                 error=f"tool {tool.name} is failing; circuit open, retry in {breaker.retry_after_s():.1f} s",
-            )  # fmt: skip
+            )
 
         budget = Deadline.after(request.timeout_s if request.timeout_s is not None else self._default_budget(tool))
         bulkhead = self._bulkheads[tool.name]
@@ -185,9 +192,11 @@ class ToolExecutor:
                 await bulkhead.acquire()
         except TimeoutError:
             return self._outcome(
-                request, start, CallStatus.RESOURCE_EXHAUSTED,
+                request,
+                start,
+                CallStatus.RESOURCE_EXHAUSTED,
                 error=f"tool {tool.name} is at its concurrency limit ({tool.max_concurrency})",
-            )  # fmt: skip
+            )
         try:
             return await self._attempts(tool, request, args, budget, start, key if use_cache else None)
         finally:

@@ -16,19 +16,29 @@ class ToolMetrics:
             "tool_calls", "Tool calls by final status.", ["tool", "status"], namespace=ns, registry=reg
         )
         self.latency = Histogram(
-            "tool_call_seconds", "Tool call latency, retries included.", ["tool"], namespace=ns, registry=reg,
+            "tool_call_seconds",
+            "Tool call latency, retries included.",
+            ["tool"],
+            namespace=ns,
+            registry=reg,
             buckets=LATENCY_BUCKETS,
-        )  # fmt: skip
+        )
         self.errors = Counter("tool_errors", "Tool errors by reason.", ["tool", "reason"], namespace=ns, registry=reg)
         self.retries = Counter("tool_retries", "Retried attempts.", ["tool"], namespace=ns, registry=reg)
         self.cache_lookups = Counter(
-            "tool_cache_lookups", "Result-cache lookups by level hit (l1, l2) or miss.", ["tool", "result"],
-            namespace=ns, registry=reg,
-        )  # fmt: skip
+            "tool_cache_lookups",
+            "Result-cache lookups by level hit (l1, l2) or miss.",
+            ["tool", "result"],
+            namespace=ns,
+            registry=reg,
+        )
         self.cache_hit_ratio = Gauge(
-            "tool_cache_hit_ratio", "Share of cache lookups that hit, since start.", ["tool"],
-            namespace=ns, registry=reg,
-        )  # fmt: skip
+            "tool_cache_hit_ratio",
+            "Share of cache lookups that hit, since start.",
+            ["tool"],
+            namespace=ns,
+            registry=reg,
+        )
         self.breaker_state = Gauge(
             "tool_circuit_breaker_state",
             "0 closed, 1 half-open, 2 open.",

@@ -30,11 +30,31 @@ def free_ports(n: int) -> list[int]:
 def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
     gateway, router, tools, inference = free_ports(4)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "2", "--no-metrics",
-         "--gateway-port", str(gateway), "--router-port", str(router), "--tools-port", str(tools),
-         "--inference-port", str(inference), "--gateway-http-port", "-1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "up",
+            "--no-vllm",
+            "--sim-replicas",
+            "2",
+            "--no-metrics",
+            "--gateway-port",
+            str(gateway),
+            "--router-port",
+            str(router),
+            "--tools-port",
+            str(tools),
+            "--inference-port",
+            str(inference),
+            "--gateway-http-port",
+            "-1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     try:
         assert proc.stdout is not None

@@ -66,8 +66,10 @@ async def envoy(redis_client: aioredis.Redis, tmp_path: Path) -> AsyncIterator[P
     config.write_text(yaml.safe_dump(envoy_config(gateway.port, listen, admin, edge.port)))
     proc = subprocess.Popen(  # noqa: ASYNC220 - Envoy runs beside the test
         [ENVOY, "-c", str(config), "--log-level", "warning", "--base-id", str(listen)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -93,11 +95,15 @@ async def envoy(redis_client: aioredis.Redis, tmp_path: Path) -> AsyncIterator[P
 async def test_envoy_health_checks_mark_the_gateway_healthy_and_streams_pass(envoy: Proxy) -> None:
     async with grpc.aio.insecure_channel(envoy.address) as channel:
         stub: Any = agent_pb2_grpc.AgentServiceStub(channel)
-        turn = await converse(stub, agent_pb2.StartTurn(message="hello through envoy",
-                                                        sampling=common_pb2.SamplingParams(max_tokens=5),
-                                                        tool_choice=agent_pb2.ToolChoice(
-                                                            mode=agent_pb2.TOOL_CHOICE_MODE_NONE)),
-                              metadata=AUTH)  # fmt: skip
+        turn = await converse(
+            stub,
+            agent_pb2.StartTurn(
+                message="hello through envoy",
+                sampling=common_pb2.SamplingParams(max_tokens=5),
+                tool_choice=agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE),
+            ),
+            metadata=AUTH,
+        )
         assert turn.completed.usage.completion_tokens == 5
         request = agent_pb2.CompleteRequest(prompt="hi", sampling=common_pb2.SamplingParams(max_tokens=4))
         messages = [m async for m in stub.Complete(request, metadata=AUTH)]

@@ -20,10 +20,24 @@ ROOT = Path(__file__).resolve().parents[2]
 async def test_simulator_process_serves_reports_metrics_and_drains() -> None:
     port, metrics_port = free_port(), free_port()
     proc = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block; waits go through to_thread
-        [sys.executable, "-m", "services.inference", "--engine", "simulator", "--port", str(port),
-         "--metrics-port", str(metrics_port), "--sim-time-scale", "0.1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "services.inference",
+            "--engine",
+            "simulator",
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(metrics_port),
+            "--sim-time-scale",
+            "0.1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         await wait_serving(f"127.0.0.1:{port}", within_s=30, still_starting=lambda: proc.poll() is None)
         async with create_channel(f"127.0.0.1:{port}") as channel:
@@ -57,8 +71,12 @@ async def test_simulator_process_serves_reports_metrics_and_drains() -> None:
 def test_bad_model_folder_is_one_line() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "services.inference", "--model", "/nonexistent/model"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "inference: error: --model: /nonexistent/model is not a model folder (run `make setup` to provision it)"

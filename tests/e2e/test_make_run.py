@@ -57,12 +57,30 @@ def mesh() -> Iterator[dict[str, int]]:
     metrics = free_block(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_GATEWAY_API_KEYS")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up", "--gateway-port", str(ports["gateway"]),
-         "--router-port", str(ports["router"]), "--tools-port", str(ports["tools"]),
-         "--inference-port", str(ports["inference"]), "--metrics-port-base", str(metrics),
-         "--gateway-http-port", str(ports["http"])],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "up",
+            "--gateway-port",
+            str(ports["gateway"]),
+            "--router-port",
+            str(ports["router"]),
+            "--tools-port",
+            str(ports["tools"]),
+            "--inference-port",
+            str(ports["inference"]),
+            "--metrics-port-base",
+            str(metrics),
+            "--gateway-http-port",
+            str(ports["http"]),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     assert proc.stdout is not None
     deadline = time.monotonic() + 300
@@ -83,8 +101,14 @@ def mesh() -> Iterator[dict[str, int]]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:
@@ -112,12 +136,19 @@ def test_grpcurl_lists_describes_and_calls_through_the_gateway(mesh: dict[str, i
     assert listing.returncode == 0 and "agentmesh.agent.v1.AgentService" in listing.stdout.split()
     described = grpcurl(target, "describe", "agentmesh.agent.v1.AgentService")
     assert "rpc Complete ( .agentmesh.agent.v1.CompleteRequest )" in described.stdout
-    call = grpcurl("-H", AUTH, "-d", json.dumps({"prompt": "Say hello."}), target,
-                   "agentmesh.agent.v1.AgentService/Complete")  # fmt: skip
+    call = grpcurl(
+        "-H", AUTH, "-d", json.dumps({"prompt": "Say hello."}), target, "agentmesh.agent.v1.AgentService/Complete"
+    )
     assert call.returncode == 0, call.stderr
     assert '"finished"' in call.stdout and '"text_delta"' in call.stdout
-    turn = grpcurl("-H", AUTH, "-d", json.dumps({"start_turn": {"message": "What is 12*12?"}}), target,
-                   "agentmesh.agent.v1.AgentService/Converse")  # fmt: skip
+    turn = grpcurl(
+        "-H",
+        AUTH,
+        "-d",
+        json.dumps({"start_turn": {"message": "What is 12*12?"}}),
+        target,
+        "agentmesh.agent.v1.AgentService/Converse",
+    )
     assert turn.returncode == 0, turn.stderr
     assert '"tool_call_finished"' in turn.stdout and "144" in turn.stdout
     denied = grpcurl("-d", json.dumps({"prompt": "hi"}), target, "agentmesh.agent.v1.AgentService/Complete")
@@ -143,17 +174,34 @@ def test_the_openai_sdk_talks_to_the_http_edge(mesh: dict[str, int]) -> None:
 def test_every_service_exposes_its_metrics(mesh: dict[str, int]) -> None:
     base = mesh["metrics"]
     expected = {
-        base: ["agentmesh_gateway_admission_total", "agentmesh_gateway_queue_depth",
-               "agentmesh_gateway_concurrency_limit", "agentmesh_rpc_server_handled_total"],
-        base + 1: ["agentmesh_router_turns_total", "agentmesh_router_replica_picks_total",
-                   "agentmesh_router_response_cache_lookups_total", "agentmesh_router_failovers_total"],
-        base + 2: ["agentmesh_tool_calls_total", "agentmesh_tool_circuit_breaker_state",
-                   "agentmesh_tool_cache_hit_ratio", "agentmesh_tool_calls_in_flight"],
+        base: [
+            "agentmesh_gateway_admission_total",
+            "agentmesh_gateway_queue_depth",
+            "agentmesh_gateway_concurrency_limit",
+            "agentmesh_rpc_server_handled_total",
+        ],
+        base + 1: [
+            "agentmesh_router_turns_total",
+            "agentmesh_router_replica_picks_total",
+            "agentmesh_router_response_cache_lookups_total",
+            "agentmesh_router_failovers_total",
+        ],
+        base + 2: [
+            "agentmesh_tool_calls_total",
+            "agentmesh_tool_circuit_breaker_state",
+            "agentmesh_tool_cache_hit_ratio",
+            "agentmesh_tool_calls_in_flight",
+        ],
         # vLLM's own metrics, served beside ours; per-request latencies are not recomputed in Python.
-        base + 3: ["vllm:time_to_first_token_seconds", "vllm:prompt_tokens_total", "vllm:prefix_cache_hits_total",
-                   "agentmesh_inference_queue_depth", "agentmesh_inference_prefix_cache_hit_ratio",
-                   "agentmesh_inference_requests_total"],
-    }  # fmt: skip
+        base + 3: [
+            "vllm:time_to_first_token_seconds",
+            "vllm:prompt_tokens_total",
+            "vllm:prefix_cache_hits_total",
+            "agentmesh_inference_queue_depth",
+            "agentmesh_inference_prefix_cache_hit_ratio",
+            "agentmesh_inference_requests_total",
+        ],
+    }
     for port, names in expected.items():
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         for name in names:

@@ -22,10 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 async def test_tools_process_runs_calculator_and_drains() -> None:
     port = free_port()
     proc = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block; waits go through to_thread
-        [sys.executable, "-m", "services.tools", "--port", str(port), "--metrics-port", "-1",
-         "--redis-url", REDIS_URL],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "services.tools", "--port", str(port), "--metrics-port", "-1", "--redis-url", REDIS_URL],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         await wait_serving(f"127.0.0.1:{port}", within_s=30, still_starting=lambda: proc.poll() is None)
         async with create_channel(f"127.0.0.1:{port}") as channel:
@@ -50,8 +52,12 @@ def test_unreachable_redis_is_one_line() -> None:
     port = free_port()
     result = subprocess.run(
         [sys.executable, "-m", "services.tools", "--port", "0", "--redis-url", f"redis://127.0.0.1:{port}/0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tools: error: Redis at redis://127.0.0.1:{port}/0 is unreachable")

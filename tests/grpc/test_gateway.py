@@ -39,9 +39,11 @@ async def mesh(redis_client: aioredis.Redis) -> AsyncIterator[Mesh]:
 
 async def test_auth_is_required_but_health_and_reflection_stay_open(mesh: Mesh) -> None:
     stub, _, server = await mesh.add_gateway()
-    for metadata, message in (((), "missing credentials"), ((("authorization", "Bearer nope-nope-nope"),),
-                                                             "invalid API key"), ((("authorization", "Basic x"),),
-                                                                                  "missing credentials")):  # fmt: skip
+    for metadata, message in (
+        ((), "missing credentials"),
+        ((("authorization", "Bearer nope-nope-nope"),), "invalid API key"),
+        ((("authorization", "Basic x"),), "missing credentials"),
+    ):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.ListTools(agent_pb2.ListToolsRequest(), metadata=metadata)
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and message in (err.value.details() or "")
@@ -112,8 +114,11 @@ async def test_session_affinity_and_failover_before_the_turn(mesh: Mesh) -> None
     first = await converse(stub, agent_pb2.StartTurn(message="start", tool_choice=NONE), metadata=ACME)
     sid = first.accepted.session_id
     home = gateway.routers.order(sid)[0]
-    served = {target: router.metrics.turns.labels("completed")._value.get() for router, server, _ in mesh.routers
-              for target in [server.address]}  # fmt: skip
+    served = {
+        target: router.metrics.turns.labels("completed")._value.get()
+        for router, server, _ in mesh.routers
+        for target in [server.address]
+    }
     for _ in range(3):
         await converse(stub, agent_pb2.StartTurn(session_id=sid, message="more", tool_choice=NONE), metadata=ACME)
     after = {
@@ -123,8 +128,9 @@ async def test_session_affinity_and_failover_before_the_turn(mesh: Mesh) -> None
     # The home router dies: the next turn fails over before it starts, invisibly.
     dead = next((r, s) for r, s, _ in mesh.routers if s.address == home)
     await dead[1].drain(grace=0)
-    turn = await converse(stub, agent_pb2.StartTurn(session_id=sid, message="still there?", tool_choice=NONE),
-                          metadata=ACME)  # fmt: skip
+    turn = await converse(
+        stub, agent_pb2.StartTurn(session_id=sid, message="still there?", tool_choice=NONE), metadata=ACME
+    )
     assert turn.completed.usage.completion_tokens > 0
     assert turn.completed.usage.prompt_tokens > first.completed.usage.prompt_tokens  # history came along (Redis)
 
@@ -143,8 +149,16 @@ async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis)
         await asyncio.sleep(0.2)
         spans = [s for s in exporter.get_finished_spans() if s.context.trace_id == int(turn.accepted.trace_id, 16)]
         names = [s.name for s in spans]
-        for expected in ("agentmesh.agent.v1.AgentService/Converse", "agent.turn", "agent.plan", "agent.generation",
-                         "agent.answer", "agent.tool_call", "tool.execute", "inference.generate"):  # fmt: skip
+        for expected in (
+            "agentmesh.agent.v1.AgentService/Converse",
+            "agent.turn",
+            "agent.plan",
+            "agent.generation",
+            "agent.answer",
+            "agent.tool_call",
+            "tool.execute",
+            "inference.generate",
+        ):
             assert expected in names, (expected, sorted(set(names)))
         by_id = {s.context.span_id: s for s in spans}
 
@@ -178,9 +192,17 @@ async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.
         await mesh.add_router(response_cache_ttl_s=0)
         metrics = Metrics()
         stub, gateway, _ = await mesh.add_gateway(
-            rate_rps=1000.0, rate_burst=1000.0, rate_window_max=100_000, concurrency_initial=4.0,
-            concurrency_min=4.0, concurrency_max=4.0, slo_p0_s=1.5, slo_p1_s=1.0, slo_p2_s=0.3, metrics=metrics,
-        )  # fmt: skip
+            rate_rps=1000.0,
+            rate_burst=1000.0,
+            rate_window_max=100_000,
+            concurrency_initial=4.0,
+            concurrency_min=4.0,
+            concurrency_max=4.0,
+            slo_p0_s=1.5,
+            slo_p1_s=1.0,
+            slo_p2_s=0.3,
+            metrics=metrics,
+        )
         results: dict[int, list[tuple[str, float]]] = {0: [], 1: [], 2: []}
 
         async def one(priority: int, i: int) -> None:
@@ -204,9 +226,13 @@ async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.
         assert codes[2].count("RESOURCE_EXHAUSTED") > codes[0].count("RESOURCE_EXHAUSTED")
         assert codes[2].count("RESOURCE_EXHAUSTED") >= 5
         assert codes[0].count("ok") >= 15
-        admitted = sum(metrics.registry.get_sample_value("agentmesh_gateway_admission_total",
-                                                         {"priority": f"P{p}", "outcome": "admitted"}) or 0
-                       for p in range(3))  # fmt: skip
+        admitted = sum(
+            metrics.registry.get_sample_value(
+                "agentmesh_gateway_admission_total", {"priority": f"P{p}", "outcome": "admitted"}
+            )
+            or 0
+            for p in range(3)
+        )
         assert admitted == sum(cs.count("ok") for cs in codes.values())  # nothing admitted was lost
         assert gateway.admission.in_flight == 0 and gateway.admission.queued() == 0
         # Every admitted P0 waited within its 1.5 s SLO.

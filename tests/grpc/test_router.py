@@ -70,11 +70,13 @@ async def test_two_routers_place_a_session_on_the_same_replica(mesh: Mesh) -> No
     router_a, router_b = await mesh.add_router(), await mesh.add_router()
     for s in range(6):
         before = mesh.submitted()
-        first = await converse(router_a, agent_pb2.StartTurn(message=f"session {s} begins", system_prompt=SYSTEM,
-                                                             tool_choice=NONE))  # fmt: skip
+        first = await converse(
+            router_a, agent_pb2.StartTurn(message=f"session {s} begins", system_prompt=SYSTEM, tool_choice=NONE)
+        )
         after_a = mesh.submitted()
-        await converse(router_b, agent_pb2.StartTurn(session_id=first.accepted.session_id, message="go on",
-                                                     tool_choice=NONE))  # fmt: skip
+        await converse(
+            router_b, agent_pb2.StartTurn(session_id=first.accepted.session_id, message="go on", tool_choice=NONE)
+        )
         after_b = mesh.submitted()
         used_a = [i for i in range(4) if after_a[i] > before[i]]
         used_b = [i for i in range(4) if after_b[i] > after_a[i]]
@@ -91,8 +93,12 @@ async def test_prefix_aware_placement_beats_round_robin_on_cache_hits(redis_clie
         sessions: list[str] = [""] * 7
         for turn in range(6):
             for s in range(7):
-                start = agent_pb2.StartTurn(session_id=sessions[s], message=f"session {s} turn {turn} question",
-                                            system_prompt=system, tool_choice=NONE)  # fmt: skip
+                start = agent_pb2.StartTurn(
+                    session_id=sessions[s],
+                    message=f"session {s} turn {turn} question",
+                    system_prompt=system,
+                    tool_choice=NONE,
+                )
                 result = await converse(stub, start)
                 sessions[s] = result.accepted.session_id
         return mesh.hit_rate()
@@ -123,8 +129,9 @@ async def test_replica_dying_mid_answer_fails_over_and_is_skipped(redis_client: 
     try:
         stub = await mesh.add_router(response_cache_ttl_s=0)
         call: Any = stub.Converse()
-        await call.write(agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="tell me a long story",
-                                                                                  tool_choice=NONE)))  # fmt: skip
+        await call.write(
+            agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="tell me a long story", tool_choice=NONE))
+        )
         events = [await call.read(), await call.read(), await call.read()]  # accepted + two deltas
         assert events[0].HasField("turn_accepted") and events[2].HasField("text_delta")
         victim = next(r for r in mesh.replicas if r.engine.unfinished_requests() == 1)
@@ -198,16 +205,22 @@ async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) ->
     try:
         stub = await mesh.add_router()
         call: Any = stub.Converse()
-        start = agent_pb2.StartTurn(message="long", tool_choice=NONE, turn_id="c1",
-                                    sampling=common_pb2.SamplingParams(max_tokens=500))  # fmt: skip
+        start = agent_pb2.StartTurn(
+            message="long", tool_choice=NONE, turn_id="c1", sampling=common_pb2.SamplingParams(max_tokens=500)
+        )
         await call.write(agent_pb2.ConverseRequest(start_turn=start))
         assert (await call.read()).HasField("turn_accepted")
         assert (await call.read()).HasField("text_delta")
         await call.write(agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id="c1")))
         await eventually(lambda: mesh.unfinished() == 0, 5, "engines idle")
         # The stream stays usable for the next turn.
-        await call.write(agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(
-            message="short", tool_choice=NONE, sampling=common_pb2.SamplingParams(max_tokens=3))))  # fmt: skip
+        await call.write(
+            agent_pb2.ConverseRequest(
+                start_turn=agent_pb2.StartTurn(
+                    message="short", tool_choice=NONE, sampling=common_pb2.SamplingParams(max_tokens=3)
+                )
+            )
+        )
         events: list[Any] = []
         while not events or not events[-1].HasField("turn_completed"):
             events.append(await asyncio.wait_for(call.read(), 10))
@@ -247,16 +260,23 @@ async def test_bad_requests_get_clear_errors(mesh: Mesh) -> None:
         await stub.GetSession(agent_pb2.GetSessionRequest(session_id="missing"))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
-    mine = await converse(stub, agent_pb2.StartTurn(message="secret", tool_choice=NONE),
-                          metadata=[("x-agentmesh-tenant", "acme")])  # fmt: skip
+    mine = await converse(
+        stub, agent_pb2.StartTurn(message="secret", tool_choice=NONE), metadata=[("x-agentmesh-tenant", "acme")]
+    )
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await stub.GetSession(agent_pb2.GetSessionRequest(session_id=mine.accepted.session_id),
-                              metadata=(("x-agentmesh-tenant", "other"),))  # fmt: skip
+        await stub.GetSession(
+            agent_pb2.GetSessionRequest(session_id=mine.accepted.session_id),
+            metadata=(("x-agentmesh-tenant", "other"),),
+        )
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        [m async for m in stub.Complete(agent_pb2.CompleteRequest(
-            prompt="x", sampling=common_pb2.SamplingParams(max_tokens=100_000)))]  # fmt: skip
+        [
+            m
+            async for m in stub.Complete(
+                agent_pb2.CompleteRequest(prompt="x", sampling=common_pb2.SamplingParams(max_tokens=100_000))
+            )
+        ]
     assert [v.field for v in rich_error_of(err.value).field_violations] == ["sampling.max_tokens"]
     tools = (await stub.ListTools(agent_pb2.ListToolsRequest())).tools
     assert {"calculator", "clock"} <= {t.name for t in tools}

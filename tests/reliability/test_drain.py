@@ -43,8 +43,9 @@ class Load:
     async def worker(self, n: int) -> None:
         i = 0
         while not self.stop.is_set():
-            request = turns.start(f"load {n}-{i}", max_tokens=TOKENS, tool_choice=self.tool_choice,
-                                  system_prompt=f"You are worker {n}.")  # fmt: skip
+            request = turns.start(
+                f"load {n}-{i}", max_tokens=TOKENS, tool_choice=self.tool_choice, system_prompt=f"You are worker {n}."
+            )
             events = await turns.one_turn(self.stub, request, AUTH, within_s=60)
             self.done.append((time.monotonic(), turns.completed(events)))
             i += 1

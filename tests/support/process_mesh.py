@@ -35,10 +35,26 @@ class MeshShape:
     router_args: tuple[str, ...] = ()
     #: Budgets and admission far above what the suite asks: the cases test failures, not rate limits or
     #: shedding (a slow shared box would otherwise shed turns and blur what a case observed).
-    gateway_args: tuple[str, ...] = ("--rate-rps", "100000", "--rate-burst", "100000", "--rate-window-max", "10000000",
-                                     "--rate-tokens-per-min", "1e12", "--rate-token-burst", "1e12",
-                                     "--concurrency-min", "64", "--concurrency-initial", "64",
-                                     "--ttft-target-s", "60", "--slo-p1-s", "30")  # fmt: skip
+    gateway_args: tuple[str, ...] = (
+        "--rate-rps",
+        "100000",
+        "--rate-burst",
+        "100000",
+        "--rate-window-max",
+        "10000000",
+        "--rate-tokens-per-min",
+        "1e12",
+        "--rate-token-burst",
+        "1e12",
+        "--concurrency-min",
+        "64",
+        "--concurrency-initial",
+        "64",
+        "--ttft-target-s",
+        "60",
+        "--slo-p1-s",
+        "30",
+    )
     #: Longer than a turn of the suite takes; a replica waits it out (routers hold its Generate streams).
     drain_grace_s: float = 8.0
 
@@ -63,9 +79,20 @@ class ProcessMesh:
         def service(name: str, module: str, *args: str) -> ServiceProcess:
             return ServiceProcess(name, module, [*common, *args], self.folder, env)
 
-        sim = ["--engine", "simulator", "--sim-output-tokens", str(s.sim_output_tokens),
-               "--sim-decode-base-s", str(s.sim_decode_base_s), "--sim-decode-per-seq-s", "0",
-               "--sim-max-batch", str(s.sim_max_batch), "--default-max-tokens", "256"]  # fmt: skip
+        sim = [
+            "--engine",
+            "simulator",
+            "--sim-output-tokens",
+            str(s.sim_output_tokens),
+            "--sim-decode-base-s",
+            str(s.sim_decode_base_s),
+            "--sim-decode-per-seq-s",
+            "0",
+            "--sim-max-batch",
+            str(s.sim_max_batch),
+            "--default-max-tokens",
+            "256",
+        ]
         self.replicas = [
             service(f"sim-{i}", "services.inference", *sim, "--replica-id", f"sim-{i}") for i in range(s.replicas)
         ]
@@ -73,10 +100,22 @@ class ProcessMesh:
         self.tools = service("tools", "services.tools", *redis)
         inference = ",".join(r.address for r in self.replicas)
         self.routers = [
-            service(f"router-{i}", "services.router", *redis, "--inference", inference, "--tools",
-                    self.tools.address, "--response-cache-ttl-s", "0", "--tool-selection", "llm", *s.router_args)
+            service(
+                f"router-{i}",
+                "services.router",
+                *redis,
+                "--inference",
+                inference,
+                "--tools",
+                self.tools.address,
+                "--response-cache-ttl-s",
+                "0",
+                "--tool-selection",
+                "llm",
+                *s.router_args,
+            )
             for i in range(s.routers)
-        ]  # fmt: skip
+        ]
         self.gateway = service(
             "gateway", "gateway", *redis, "--routers", ",".join(r.address for r in self.routers), *s.gateway_args
         )

@@ -170,8 +170,23 @@ class RedisProcess:
         return self.process is not None and self.process.returncode is None
 
     async def start(self, within_s: float = 20.0) -> None:
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no"]  # fmt: skip
+        argv = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.folder),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--protected-mode",
+            "no",
+        ]
         with (self.folder / "redis.log").open("ab") as log:
             self.process = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=asyncio.subprocess.STDOUT)
         client = aioredis.Redis.from_url(self.url, socket_connect_timeout=1)

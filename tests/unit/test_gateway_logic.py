@@ -117,8 +117,9 @@ def test_limit_adapts_to_ttft() -> None:
 
 async def test_memory_rate_limiter_rules() -> None:
     clock = Clock()
-    limiter = MemoryRateLimiter(Limits(rps=1, burst=2, tokens_per_min=60, token_burst=100, window_s=10,
-                                       window_max=3), clock=clock)  # fmt: skip
+    limiter = MemoryRateLimiter(
+        Limits(rps=1, burst=2, tokens_per_min=60, token_burst=100, window_s=10, window_max=3), clock=clock
+    )
     assert (await limiter.check("t")).allowed and (await limiter.check("t")).allowed
     denied = await limiter.check("t")
     assert not denied.allowed and denied.retry_after_s == pytest.approx(1.0)

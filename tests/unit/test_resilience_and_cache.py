@@ -38,8 +38,13 @@ def test_breaker_opens_half_opens_and_closes() -> None:
     assert breaker.allow()
     breaker.record_success()
     assert breaker.state is BreakerState.CLOSED
-    assert changes == [BreakerState.OPEN, BreakerState.HALF_OPEN, BreakerState.OPEN, BreakerState.HALF_OPEN,
-                       BreakerState.CLOSED]  # fmt: skip
+    assert changes == [
+        BreakerState.OPEN,
+        BreakerState.HALF_OPEN,
+        BreakerState.OPEN,
+        BreakerState.HALF_OPEN,
+        BreakerState.CLOSED,
+    ]
 
 
 def test_success_resets_the_failure_count() -> None:

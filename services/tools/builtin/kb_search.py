@@ -18,10 +18,9 @@ from services.tools.registry import ToolDefinition, ToolExample
 
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 WORD = re.compile(r"[a-z0-9]+")
-STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "how", "in", "is", "it", "of", "on",
-     "or", "that", "the", "this", "to", "what", "when", "where", "which", "with"]
-)  # fmt: skip
+#: Words too common to rank a section by (BM25 would still count them).
+_STOP_WORDS = "a an and are as at be by for from how in is it of on or that the this to what when where which with"
+STOP = frozenset(re.findall(r"[a-z]+", _STOP_WORDS))
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(])")
 MAX_SUMMARY_SENTENCE = 300
 
