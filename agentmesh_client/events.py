@@ -17,7 +17,8 @@ from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.runtime.errors import AgentMeshError, error_of, rich_error_of_status
+from services.runtime.errors import AgentMeshError
+from services.runtime.status_decode import error_of, rich_error_of_status
 
 
 def _seconds(value: Duration) -> float:

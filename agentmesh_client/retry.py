@@ -16,14 +16,8 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from services.runtime.errors import (
-    RETRY_PUSHBACK_KEY,
-    AgentMeshError,
-    ResourceExhausted,
-    Unavailable,
-    error_of,
-    rich_error_of,
-)
+from services.runtime.errors import RETRY_PUSHBACK_KEY, AgentMeshError, ResourceExhausted, Unavailable
+from services.runtime.status_decode import error_of, rich_error_of
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ from gateway.turn_tickets import TurnTickets
 from services.runtime.context import current_request_id
 from services.runtime.converse_loop import read_converse
 from services.runtime.deadline import downstream_timeout
-from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, rich_error_of, to_rpc_status
+from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, to_rpc_status
+from services.runtime.status_decode import rich_error_of
 
 log = logging.getLogger(__name__)
 

@@ -51,9 +51,9 @@ from services.runtime.errors import (
     InvalidArgument,
     ResourceExhausted,
     Unavailable,
-    code_from_number,
 )
 from services.runtime.interceptors.tracing import inject_context
+from services.runtime.status_decode import code_from_number
 from services.runtime.tenancy import current_tenant, prefix_cache_salt
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
-from services.runtime.errors import code_from_number
+from services.runtime.status_decode import code_from_number
 from tests.e2e.conftest import VllmReplica
 from tests.support.generate import GenerateStream, abort, submit
 from tests.support.waiting import eventually

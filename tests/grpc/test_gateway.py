@@ -21,8 +21,8 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
-from services.runtime.errors import rich_error_of, rich_error_of_status
 from services.runtime.metrics import Metrics
+from services.runtime.status_decode import rich_error_of, rich_error_of_status
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
 ACME = (("authorization", "Bearer acme-secret-key"),)

@@ -20,9 +20,9 @@ from services.inference.metrics import InferenceMetrics
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings
-from services.runtime.errors import code_from_number
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
+from services.runtime.status_decode import code_from_number
 from tests.conftest import StartServer
 from tests.support.generate import GenerateStream, abort, submit
 from tests.support.waiting import eventually

@@ -17,7 +17,7 @@ from agentmesh.common.v1 import common_pb2
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
 from services.router.picker import RoundRobinPicker
-from services.runtime.errors import rich_error_of, rich_error_of_status
+from services.runtime.status_decode import rich_error_of, rich_error_of_status
 from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)

@@ -14,8 +14,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from services.runtime.config import ServiceConfig
-from services.runtime.errors import rich_error_of
 from services.runtime.metrics import Metrics
+from services.runtime.status_decode import rich_error_of
 from tests.conftest import StartServer
 from tests.support.probe_agent import SERVICE_NAME, ProbeAgent
 

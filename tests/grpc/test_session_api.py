@@ -18,7 +18,7 @@ from agentmesh.common.v1 import common_pb2
 from loadtest.session_prefix import run_session
 from meshkit.mesh import FAST_SIM, Mesh, start_mesh
 from meshkit.turns import converse
-from services.runtime.errors import rich_error_of
+from services.runtime.status_decode import rich_error_of
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
 

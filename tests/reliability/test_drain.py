@@ -14,7 +14,7 @@ import pytest
 from google.rpc import status_pb2
 
 from agentmesh.common.v1 import common_pb2
-from services.runtime.errors import rich_error_of, rich_error_of_status
+from services.runtime.status_decode import rich_error_of, rich_error_of_status
 from tests.support import turns
 from tests.support.process_mesh import AUTH, MeshShape, ProcessMesh
 from tests.support.processes import ServiceProcess, eventually_async

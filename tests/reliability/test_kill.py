@@ -11,7 +11,7 @@ import pytest
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.runtime.errors import rich_error_of
+from services.runtime.status_decode import rich_error_of
 from tests.support import turns
 from tests.support.process_mesh import AUTH, MeshShape, ProcessMesh
 from tests.support.processes import ServiceProcess, busy_one, eventually_async

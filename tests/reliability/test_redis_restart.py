@@ -12,7 +12,7 @@ import grpc.aio
 from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2
-from services.runtime.errors import rich_error_of, rich_error_of_status
+from services.runtime.status_decode import rich_error_of, rich_error_of_status
 from tests.support import turns
 from tests.support.process_mesh import AUTH, MeshShape, ProcessMesh
 

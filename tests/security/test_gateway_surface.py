@@ -18,9 +18,9 @@ from agentmesh.common.v1 import common_pb2
 from gateway.auth import ApiKeys, AuthInterceptor
 from meshkit.mesh import Mesh, start_mesh
 from services.runtime.config import ServiceConfig
-from services.runtime.errors import rich_error_of
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer, Service
+from services.runtime.status_decode import rich_error_of
 
 ACME = (("authorization", "Bearer acme-secret-key"),)
 #: Statuses a malformed or unlucky request may end with; never INTERNAL or UNKNOWN.

@@ -16,10 +16,10 @@ from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from meshkit.mesh import Mesh, start_mesh
 from services.runtime.channel import create_channel
 from services.runtime.config import ConfigError, ServiceConfig, load_config
-from services.runtime.errors import rich_error_of
 from services.runtime.health import wait_serving
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
+from services.runtime.status_decode import rich_error_of
 from services.runtime.tls import MeshTls
 from tests.support.certs import make_ca, make_member, write_member
 from tests.support.probe_agent import ProbeAgent

@@ -14,14 +14,12 @@ from services.runtime.errors import (
     InvalidArgument,
     NotFound,
     ResourceExhausted,
-    RichError,
     Unavailable,
-    code_from_number,
-    rich_error_of,
     to_request_error,
     to_rpc_status,
     trailing_metadata,
 )
+from services.runtime.status_decode import RichError, code_from_number, rich_error_of
 
 
 def failed_call(code: grpc.StatusCode, details: str, trailing: Sequence[tuple[str, str | bytes]]) -> RichError:

@@ -25,11 +25,11 @@ from services.runtime.errors import (
     DeadlineExceeded,
     ResourceExhausted,
     Unavailable,
-    rich_error_of,
     trailing_metadata,
 )
 from services.runtime.interceptors.base import CallNext, RpcInfo, RpcInterceptor
 from services.runtime.interceptors.request_id import HEADER
+from services.runtime.status_decode import rich_error_of
 
 log = logging.getLogger(__name__)
 
