@@ -16,23 +16,19 @@ request's ``cache_salt`` seeds the chain, as vLLM's does) into an LRU of
 ``cache_blocks`` entries; the leading run of hits is the cached prefix
 and costs no prefill. Load reports use the same figures as the vLLM engine.
 
-Tokens are whitespace-separated words (ids from a CRC); output is a fixed,
-prompt-seeded sequence of words, or a minimal JSON instance of the schema when
-structured output is asked for. Nothing is random: the same request gives the
-same output and timing on every replica.
+What it reads and writes (tokens, prompts, output text) is in ``sim_text``.
+Nothing is random: the same request gives the same output and timing on every
+replica.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.inference.engine import (
     Engine,
@@ -47,34 +43,7 @@ from services.inference.engine import (
     Usage,
     check_fits,
 )
-
-WORDS = [
-    "the",
-    "mesh",
-    "serves",
-    "agents",
-    "over",
-    "streams",
-    "and",
-    "every",
-    "token",
-    "arrives",
-    "in",
-    "order",
-    "while",
-    "tools",
-    "run",
-    "in",
-    "parallel",
-    "so",
-    "answers",
-    "come",
-    "fast",
-    "with",
-    "cached",
-    "prefixes",
-]
-
+from services.inference.sim_text import output_pieces, render_chat, tokenize
 
 TIMELINES_KEPT = 10_000
 
@@ -104,48 +73,6 @@ class Timeline:
     first_token: float | None = None
     last_token: float | None = None
     tokens: int = 0
-
-
-def tokenize(text: str) -> tuple[int, ...]:
-    return tuple(zlib.crc32(word.encode()) % 50_000 for word in text.split())
-
-
-def render_chat(request: GenerationRequest) -> str:
-    if isinstance(request.prompt, str):
-        return request.prompt
-    lines = [f"<|{turn.role}|> {turn.content}" for turn in request.prompt]
-    if request.add_generation_prompt and not request.continue_final_message:
-        lines.append("<|assistant|>")
-    return "\n".join(lines)
-
-
-def minimal_instance(schema: Any) -> Any:
-    """The smallest JSON value satisfying common schemas (objects with required fields, enums, arrays)."""
-    if not isinstance(schema, dict):
-        return None
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        if schema.get(key):
-            return minimal_instance(schema[key][0])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = kind[0]
-    if kind == "object" or "properties" in schema:
-        props = schema.get("properties", {})
-        return {name: minimal_instance(props.get(name, {})) for name in schema.get("required", [])}
-    if kind == "array":
-        count = int(schema.get("minItems", 0))
-        return [minimal_instance(schema.get("items", {})) for _ in range(count)]
-    if kind == "string":
-        return "x" * int(schema.get("minLength", 0))
-    if kind in ("integer", "number"):
-        return schema.get("minimum", 0)
-    if kind == "boolean":
-        return False
-    return None
 
 
 @dataclass
@@ -220,16 +147,6 @@ class SimulatorEngine(Engine):
         check_fits(request, len(ids), self.settings.max_model_len)
         return PreparedRequest(request=request, prompt_token_ids=ids)
 
-    def _output_words(self, prepared: PreparedRequest) -> list[str]:
-        request = prepared.request
-        if request.json_schema:
-            text = json.dumps(minimal_instance(json.loads(request.json_schema)), separators=(",", ":"))
-            # One "token" per 4 characters keeps JSON streaming in pieces.
-            return [text[i : i + 4] for i in range(0, len(text), 4)]
-        seed = hashlib.sha256(repr(prepared.prompt_token_ids).encode()).digest()
-        count = self.settings.output_tokens
-        return [WORDS[seed[i % len(seed)] % len(WORDS)] + " " for i in range(count)]
-
     async def generate(
         self, prepared: PreparedRequest, engine_request_id: str
     ) -> AsyncGenerator[GenerationUpdate, None]:
@@ -238,7 +155,7 @@ class SimulatorEngine(Engine):
         seq = _Sequence(
             prepared=prepared,
             engine_id=engine_request_id,
-            output=self._output_words(prepared),
+            output=output_pieces(prepared, self.settings.output_tokens),
             queue=asyncio.Queue(),
             arrived=time.monotonic(),
         )

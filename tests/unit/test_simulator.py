@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.inference.engine import FinishReason, GenerationRequest, Sampling
-from services.inference.simulator import SimulatorEngine, SimulatorSettings, Timeline, minimal_instance
+from services.inference.sim_text import minimal_instance
+from services.inference.simulator import SimulatorEngine, SimulatorSettings, Timeline
 
 
 def request(rid: str, words: int, *, prefix: str = "", max_tokens: int = 8, priority: int = 1) -> GenerationRequest:
