@@ -16,7 +16,7 @@ from agentmesh.tools.v1 import tools_pb2
 from services.runtime.interceptors.tracing import extract_context
 from services.runtime.protoutil import duration
 from services.runtime.tenancy import TENANT_BAGGAGE
-from services.tools.executor import CallOutcome, CallRequest, CallStatus
+from services.tools.calls import CallOutcome, CallRequest, CallStatus
 from services.tools.registry import ToolDefinition
 
 STATUS = {

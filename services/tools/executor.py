@@ -1,7 +1,7 @@
 """One tool call through every guard: lookup, argument checks, cache, breaker, bulkhead, attempts.
 
 In: a ``CallRequest`` (tool name, raw JSON arguments, optional time budget).
-Out: a ``CallOutcome`` — always; a failing tool becomes a failed outcome with a
+Out: a ``CallOutcome`` (both in ``calls``) — always; a failing tool becomes a failed outcome with a
 reason the agent can read, never an exception that could end a stream.
 
 Order of guards, cheapest first::
@@ -19,7 +19,6 @@ Timeouts and unexpected exceptions do both.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import logging
 import time
@@ -30,45 +29,15 @@ from typing import Any
 from services.runtime.cache import TwoLevelCache, cache_key, canonical_json
 from services.runtime.deadline import Deadline
 from services.runtime.resilience import BreakerState, CircuitBreaker, full_jitter_backoff
+from services.tools.calls import CallOutcome, CallRequest, CallStatus
 from services.tools.metrics import ToolMetrics
 from services.tools.registry import ToolDefinition, ToolError, ToolRegistry
 
+# The call types are re-exported only for services/tools/session.py, which another change is rewriting;
+# new code imports them from services.tools.calls.
+__all__ = ["BreakerPolicy", "CallOutcome", "CallRequest", "CallStatus", "ToolExecutor"]
+
 log = logging.getLogger(__name__)
-
-
-class CallStatus(enum.Enum):
-    OK = "ok"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-    CANCELLED = "cancelled"
-    INVALID_ARGUMENT = "invalid_argument"
-    NOT_FOUND = "not_found"
-    UNAVAILABLE = "unavailable"
-    RESOURCE_EXHAUSTED = "resource_exhausted"
-
-
-@dataclass(frozen=True)
-class CallRequest:
-    call_id: str
-    tool_name: str
-    arguments_json: str
-    timeout_s: float | None = None
-    bypass_cache: bool = False
-    tenant: str = ""  # in the cache key: a tenant never gets another tenant's cached result
-
-
-@dataclass(frozen=True)
-class CallOutcome:
-    call_id: str
-    tool_name: str
-    status: CallStatus
-    output_json: str = ""
-    error_message: str = ""
-    error_field: str = ""
-    latency_s: float = 0.0
-    cached: bool = False
-    attempts: int = 0
-    summary: str = ""
 
 
 @dataclass(frozen=True)
