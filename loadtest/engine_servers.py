@@ -8,7 +8,7 @@ Every one serves SmolLM2-135M-Instruct on vLLM's ``AsyncLLM``: float32,
 - ``start_mesh``: the whole mesh as ``agentmesh up`` (``make run``) starts it —
   inference, tools, router, gateway as processes on loopback — with the router's
   response cache off and the gateway's rate limits out of the way; Redis from
-  ``AGENTMESH_BENCH_REDIS_URL`` (default database 13, as ``loadtest.suite``);
+  ``AGENTMESH_BENCH_REDIS_URL`` (default database 13, as ``loadtest.bench_env``);
 - ``start_vllm``: vLLM's own gRPC server (smg-grpc-servicer, what ``vllm serve --grpc``
   runs), its warm-up off.
 

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import psutil
 
+from loadtest.bench_env import API_KEY, free_port
 from loadtest.cpu import CpuMeter
 from loadtest.runner import LoadShape, drive
-from loadtest.suite import API_KEY, free_port
 from loadtest.targets import AgentTarget
 from loadtest.workloads import build
 from services.runtime.health import wait_serving
