@@ -14,10 +14,12 @@ every request that advanced in the same engine step lands in the same frame,
 then sends one frame with all of them: coalescing never holds a token longer
 than one loop turn. A slow reader makes deltas grow, not frames pile up.
 
-Per-request failures (bad input, deadline, engine death) end that request with
-an error in its final delta; the stream and its other requests go on. When the
-caller half-closes, in-flight requests finish first; when the caller goes away,
-every request is cancelled, which aborts it in the engine.
+The per-id dispatch is ``runtime/mux_server.py``'s: when the caller
+half-closes, in-flight requests finish first; when the caller goes away, every
+request is cancelled, which aborts it in the engine. What is this session's own:
+per-request failures (bad input, deadline, engine death) end that request with
+an error in its final delta (and its token count so far); the stream and its
+other requests go on.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from agentmesh.inference.v1 import inference_pb2
 from services.inference.convert import (
@@ -48,6 +50,7 @@ from services.runtime.errors import (
     to_request_error,
 )
 from services.runtime.interceptors.tracing import extract_context
+from services.runtime.mux_server import MuxServer
 from services.runtime.protoutil import duration
 
 log = logging.getLogger(__name__)
@@ -64,7 +67,7 @@ class SessionSettings:
     coalesce: bool = True
 
 
-class GenerateSession:
+class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse]):
     """See module docstring. One instance per Generate call."""
 
     def __init__(  # noqa: PLR0917 - collaborators, passed explicitly
@@ -76,39 +79,24 @@ class GenerateSession:
         is_draining: Callable[[], bool] = lambda: False,
         tracer: trace.Tracer | None = None,
     ) -> None:
+        super().__init__(write, name="generate")
         self._tracer = tracer or trace.get_tracer("agentmesh.inference")
         self._engine = engine
         self._settings = settings
         self._metrics = metrics
-        self._write = write
         self._is_draining = is_draining
         self._stream_id = uuid.uuid4().hex[:12]
-        self._live: dict[str, asyncio.Task[None]] = {}
-        self._aborted: set[str] = set()
         self._with_ids: set[str] = set()  # requests that asked for token ids
         self._pending: dict[str, inference_pb2.GenerationDelta] = {}
         self._wake = asyncio.Event()
-        self._writing = asyncio.Lock()
         self._load_due = True
 
     async def run(self, requests: AsyncIterator[inference_pb2.GenerateRequest]) -> None:
         writer = asyncio.create_task(self._write_frames(), name=f"generate-writer-{self._stream_id}")
         try:
-            async for message in requests:
-                action = message.WhichOneof("action")
-                if action == "submit":
-                    self._submit(message.submit)
-                elif action == "abort":
-                    self._abort(message.abort.request_id)
-            # Caller half-closed: let in-flight requests finish, then flush.
-            while self._live:
-                await asyncio.gather(*self._live.values(), return_exceptions=True)
-            await self._flush()
+            await super().run(requests)
+            await self._flush()  # the caller half-closed and every request finished
         finally:
-            tasks = list(self._live.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
@@ -119,9 +107,16 @@ class GenerateSession:
 
     # -- requests ---------------------------------------------------------
 
+    async def received(self, message: inference_pb2.GenerateRequest) -> None:
+        action = message.WhichOneof("action")
+        if action == "submit":
+            self._submit(message.submit)
+        elif action == "abort" and not self.cancel(message.abort.request_id):
+            log.debug("abort of unknown request %r ignored", message.abort.request_id)
+
     def _submit(self, submit: inference_pb2.SubmitGeneration) -> None:
         try:
-            if submit.request_id in self._live:
+            if self.is_live(submit.request_id):
                 raise InvalidArgument.field("submit.request_id", "duplicates a live request on this stream")
             request = request_from_proto(
                 submit,
@@ -135,11 +130,9 @@ class GenerateSession:
         parent = extract_context(dict(submit.trace_context))
         if submit.return_token_ids:
             self._with_ids.add(request.request_id)
-        self._live[request.request_id] = asyncio.create_task(
-            self._traced(request, timeout, parent), name=f"generate-{request.request_id}"
-        )
+        self.start(request.request_id, self._traced(request, timeout, parent))
 
-    async def _traced(self, request: GenerationRequest, timeout_s: float | None, parent: Any) -> None:
+    async def _traced(self, request: GenerationRequest, timeout_s: float | None, parent: Context) -> None:
         """Prepare the request off the event loop, then run it under its own span, a child of the caller's
         (the stream outlives any one trace). Rendering the chat template and tokenizing a long prompt take
         milliseconds of CPU: on the loop they would stall every other stream of this replica."""
@@ -149,14 +142,6 @@ class GenerateSession:
         }
         with self._tracer.start_as_current_span("inference.generate", context=parent, attributes=attributes) as span:
             await self._run_request(request, timeout_s, span)
-
-    def _abort(self, request_id: str) -> None:
-        task = self._live.get(request_id)
-        if task is None:
-            log.debug("abort of unknown request %r ignored", request_id)
-            return
-        self._aborted.add(request_id)
-        task.cancel()
 
     async def _run_request(self, request: GenerationRequest, timeout_s: float | None, span: trace.Span) -> None:
         rid = request.request_id
@@ -200,15 +185,13 @@ class GenerateSession:
                     if self._settings.coalesce:
                         self._wake.set()
                     else:
-                        single = self._pending.pop(rid)
-                        async with self._writing:
-                            await self._write(inference_pb2.GenerateResponse(deltas=[single]))
+                        await self.send(inference_pb2.GenerateResponse(deltas=[self._pending.pop(rid)]))
         except TimeoutError:
             self._finish_with_error(
                 rid, DeadlineExceeded(f"request {rid} ran past its timeout"), FinishReason.ABORTED, emitted
             )
         except asyncio.CancelledError:
-            if rid not in self._aborted:
+            if not self.cancelled(rid):
                 raise  # the stream is going away; nobody to tell
             self._finish(rid, FinishReason.ABORTED, emitted)
         except AgentMeshError as exc:
@@ -217,8 +200,6 @@ class GenerateSession:
             log.exception("request %s failed in the engine", rid)
             self._finish_with_error(rid, AgentMeshError("internal error"), FinishReason.ERROR, emitted)
         finally:
-            self._live.pop(rid, None)
-            self._aborted.discard(rid)
             self._with_ids.discard(rid)
 
     def _record_finish(self, reason: FinishReason, elapsed: float, usage: Usage) -> None:
@@ -259,12 +240,13 @@ class GenerateSession:
         self._delta(request_id).result.error.CopyFrom(to_request_error(error))
 
     async def _flush(self) -> None:
-        async with self._writing:
-            await self._flush_locked()
+        await self.send_built(self._frame)
 
-    async def _flush_locked(self) -> None:
+    def _frame(self) -> inference_pb2.GenerateResponse | None:
+        """What accumulated since the last frame (built when the stream is free: a slow reader gets larger
+        frames); None when there is nothing to send."""
         if not self._pending and not self._load_due:
-            return
+            return None
         frame = inference_pb2.GenerateResponse(deltas=list(self._pending.values()))
         self._pending.clear()
         if self._load_due:
@@ -272,7 +254,7 @@ class GenerateSession:
             frame.load.CopyFrom(
                 load_to_proto(self._engine.load(), self._settings.replica_id, draining=self._is_draining())
             )
-        await self._write(frame)
+        return frame
 
     async def _write_frames(self) -> None:
         """One frame per wake-up: the deltas of every request that advanced, plus a load report when due.
