@@ -40,6 +40,7 @@ def selection_name(value: agent_pb2.ToolSelection.ValueType) -> str:
         return f"value {value}"
 
 
+# The stub and call stay Any: tests/unit/test_eval_scoring.py drives run_eval with a fake stub and call.
 async def _run_turn(call: Any, record: TurnRecord, session_id: str) -> None:
     start = agent_pb2.StartTurn(session_id=session_id, message=record.message)
     sent = time.perf_counter()

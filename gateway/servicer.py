@@ -177,7 +177,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                 complete = self._routers.channel(target).unary_stream(
                     COMPLETE, request_serializer=agent_pb2.CompleteRequest.SerializeToString, response_deserializer=raw
                 )
-                call: Any = complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
+                call = complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
                 try:
                     async for message in call:
                         sent += 1

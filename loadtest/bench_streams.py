@@ -42,12 +42,17 @@ async def tools(quick: bool) -> str:
     rows = []
     async with grpc.aio.insecure_channel(server.address) as channel:
         for _ in range(3 if quick else 5):
-            call: Any = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
+            call = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
             start = time.perf_counter()
             for i in range(3):
                 tool_call = tools_pb2.ToolCall(call_id=str(i), tool_name="nap", arguments_json=json.dumps({"n": i}))
                 await call.write(tools_pb2.ExecuteRequest(call=tool_call))
-            results = [await call.read() for _ in range(3)]
+            results: list[tools_pb2.ExecuteResponse] = []
+            while len(results) < 3:
+                reply = await call.read()
+                if not isinstance(reply, tools_pb2.ExecuteResponse):
+                    raise RuntimeError("the Execute stream ended before its three results")
+                results.append(reply)
             wall = time.perf_counter() - start
             await call.done_writing()
             total = sum(r.result.latency.ToNanoseconds() / 1e9 for r in results)

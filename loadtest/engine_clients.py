@@ -45,7 +45,7 @@ async def run_inference(target: str, prompts: Sequence[Prompt], concurrency: int
     answers = [Completion() for _ in prompts]
     done = [asyncio.Event() for _ in prompts]
     async with grpc.aio.insecure_channel(target) as channel:
-        call: Any = inference_pb2_grpc.InferenceServiceStub(channel).Generate()
+        call = inference_pb2_grpc.InferenceServiceStub(channel).Generate()
 
         async def read() -> None:
             async for frame in call:
@@ -92,7 +92,7 @@ async def run_mesh(target: str, prompts: Sequence[Prompt], concurrency: int, max
     answers = [Completion() for _ in prompts]
     metadata = (("authorization", f"Bearer {MESH_API_KEY}"),)
     async with grpc.aio.insecure_channel(target) as channel:
-        stub: Any = agent_pb2_grpc.AgentServiceStub(channel)
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
         slots = asyncio.Semaphore(concurrency)
 
         async def one(i: int) -> None:
@@ -125,7 +125,7 @@ async def run_vllm(target: str, prompts: Sequence[Prompt], concurrency: int, max
     traces = [RequestTrace(sent=0.0) for _ in prompts]
     answers = [Completion() for _ in prompts]
     async with grpc.aio.insecure_channel(target) as channel:
-        stub: Any = vllm_engine_pb2_grpc.VllmEngineStub(channel)
+        stub: Any = vllm_engine_pb2_grpc.VllmEngineStub(channel)  # smg_grpc_proto ships no type stubs
         slots = asyncio.Semaphore(concurrency)
 
         async def one(i: int) -> None:

@@ -48,7 +48,7 @@ class AgentTarget:
 
     async def start(self) -> None:
         self._channel = create_channel(self._address, compression=self._compression)
-        self._stub: Any = agent_pb2_grpc.AgentServiceStub(self._channel)
+        self._stub = agent_pb2_grpc.AgentServiceStub(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -91,7 +91,7 @@ class AgentTarget:
         call = self._stub.Converse(metadata=self._metadata)
         try:
             await call.write(agent_pb2.ConverseRequest(start_turn=start))
-            while (event := await call.read()) is not grpc.aio.EOF:
+            while isinstance(event := await call.read(), agent_pb2.ConverseResponse):  # else EOF
                 if event.HasField("turn_accepted") and request.session is not None:
                     self._sessions[request.session] = event.turn_accepted.session_id
                 elif event.HasField("text_delta") and event.text_delta.text:
@@ -127,7 +127,7 @@ class InferenceTarget:
 
     async def start(self) -> None:
         self._channel = grpc.aio.insecure_channel(self._address, compression=self._compression)
-        self._call: Any = inference_pb2_grpc.InferenceServiceStub(self._channel).Generate()
+        self._call = inference_pb2_grpc.InferenceServiceStub(self._channel).Generate()
         self._writing = asyncio.Lock()
         self._reader = asyncio.create_task(self._read())
 
@@ -182,7 +182,7 @@ class VllmTarget:
 
         self._pb = vllm_engine_pb2
         self._channel = grpc.aio.insecure_channel(self._address)
-        self._stub: Any = vllm_engine_pb2_grpc.VllmEngineStub(self._channel)
+        self._stub: Any = vllm_engine_pb2_grpc.VllmEngineStub(self._channel)  # smg_grpc_proto ships no type stubs
 
     async def close(self) -> None:
         await self._channel.close()

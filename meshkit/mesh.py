@@ -73,8 +73,8 @@ class Mesh:
         tracer_provider: TracerProvider | None = None,
         embedder: Embedder | None = None,
         **overrides: Any,
-    ) -> Any:
-        """A stub for a new router (typed Any: grpc.aio calls are used without request iterators)."""
+    ) -> agent_pb2_grpc.AgentServiceAsyncStub:
+        """A stub for a new router."""
         config = replace(
             RouterConfig(),
             port=0,
@@ -109,7 +109,7 @@ class Mesh:
         tracer_provider: TracerProvider | None = None,
         metrics: Metrics | None = None,
         **overrides: Any,
-    ) -> tuple[Any, Gateway, MeshServer]:
+    ) -> tuple[agent_pb2_grpc.AgentServiceAsyncStub, Gateway, MeshServer]:
         """A gateway in front of every router added so far: (stub, parts, server)."""
         routers = tuple(server.address for _, server, _ in self.routers)
         config = replace(GatewayConfig(), port=0, routers=routers, api_keys=keys, **overrides)

@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import grpc.aio
-
-from agentmesh.agent.v1 import agent_pb2
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 
 
 @dataclass
@@ -33,18 +30,18 @@ class TurnResult:
 
 
 async def converse(
-    stub: Any,
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
     start: agent_pb2.StartTurn,
     *,
     metadata: Sequence[tuple[str, str]] = (),
 ) -> TurnResult:
     """One turn on a fresh Converse stream; returns every event up to TurnCompleted."""
-    call: Any = stub.Converse(metadata=tuple(metadata))
+    call = stub.Converse(metadata=tuple(metadata))
     await call.write(agent_pb2.ConverseRequest(start_turn=start))
     events = []
     while True:
         event = await asyncio.wait_for(call.read(), 30)
-        assert event is not grpc.aio.EOF, "stream ended before TurnCompleted"
+        assert isinstance(event, agent_pb2.ConverseResponse), "stream ended before TurnCompleted"
         events.append(event)
         if event.HasField("turn_completed"):
             break

@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.channel import create_channel
 from services.runtime.health import wait_serving
 from tests.conftest import REDIS_URL
 from tests.support.ports import free_port
+from tests.support.turns import next_message
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,14 +31,14 @@ async def test_tools_process_runs_calculator_and_drains() -> None:
     try:
         await wait_serving(f"127.0.0.1:{port}", within_s=30, still_starting=lambda: proc.poll() is None)
         async with create_channel(f"127.0.0.1:{port}") as channel:
-            call: Any = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
+            call = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
             args = json.dumps({"expression": "23*47"})
             await call.write(
                 tools_pb2.ExecuteRequest(
                     call=tools_pb2.ToolCall(call_id="1", tool_name="calculator", arguments_json=args)
                 )
             )
-            reply = await call.read()
+            reply = await next_message(call)
             await call.done_writing()
             assert json.loads(reply.result.output_json)["result"] == 1081
         proc.send_signal(signal.SIGTERM)

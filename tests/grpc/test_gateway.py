@@ -23,6 +23,7 @@ from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
 from services.runtime.metrics import Metrics
 from services.runtime.status_decode import rich_error_of, rich_error_of_status
+from tests.support.turns import next_message
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
 ACME = (("authorization", "Bearer acme-secret-key"),)
@@ -67,9 +68,9 @@ async def test_converse_and_complete_are_forwarded_with_the_tenant(mesh: Mesh) -
     out = [m async for m in stub.Complete(agent_pb2.CompleteRequest(prompt="hi"), metadata=ACME)]
     assert out[0].HasField("started") and out[-1].HasField("finished")
     # A turn the router rejects reaches the client with its rich details, in its TurnCompleted.
-    call: Any = stub.Converse(metadata=ACME)
+    call = stub.Converse(metadata=ACME)
     await call.write(agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message=" ")))
-    done = (await call.read()).turn_completed
+    done = (await next_message(call)).turn_completed
     rich = rich_error_of_status(status_pb2.Status.FromString(done.status))
     assert [v.field for v in rich.field_violations] == ["start_turn.message"]
     await call.done_writing()

@@ -18,6 +18,7 @@ from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
 from services.router.picker import RoundRobinPicker
 from services.runtime.status_decode import rich_error_of, rich_error_of_status
+from tests.support.turns import next_message
 from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
@@ -128,16 +129,16 @@ async def test_replica_dying_mid_answer_fails_over_and_is_skipped(redis_client: 
     mesh = await start_mesh(redis_client, replicas=3, sim=replace(FAST_SIM, output_tokens=60, decode_base_s=0.01))
     try:
         stub = await mesh.add_router(response_cache_ttl_s=0)
-        call: Any = stub.Converse()
+        call = stub.Converse()
         await call.write(
             agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="tell me a long story", tool_choice=NONE))
         )
-        events = [await call.read(), await call.read(), await call.read()]  # accepted + two deltas
+        events = [await next_message(call), await next_message(call), await next_message(call)]  # accepted + two deltas
         assert events[0].HasField("turn_accepted") and events[2].HasField("text_delta")
         victim = next(r for r in mesh.replicas if r.engine.unfinished_requests() == 1)
         await victim.server.drain(grace=0)  # the replica dies mid-answer
         while True:
-            event = await asyncio.wait_for(call.read(), 30)
+            event = await asyncio.wait_for(next_message(call), 30)
             events.append(event)
             if event.HasField("turn_completed"):
                 break
@@ -204,13 +205,13 @@ async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) ->
     mesh = await start_mesh(redis_client, replicas=2, sim=replace(FAST_SIM, output_tokens=500, decode_base_s=0.01))
     try:
         stub = await mesh.add_router()
-        call: Any = stub.Converse()
+        call = stub.Converse()
         start = agent_pb2.StartTurn(
             message="long", tool_choice=NONE, turn_id="c1", sampling=common_pb2.SamplingParams(max_tokens=500)
         )
         await call.write(agent_pb2.ConverseRequest(start_turn=start))
-        assert (await call.read()).HasField("turn_accepted")
-        assert (await call.read()).HasField("text_delta")
+        assert (await next_message(call)).HasField("turn_accepted")
+        assert (await next_message(call)).HasField("text_delta")
         await call.write(agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id="c1")))
         await eventually(lambda: mesh.unfinished() == 0, 5, "engines idle")
         # The stream stays usable for the next turn.
@@ -226,7 +227,7 @@ async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) ->
             events.append(await asyncio.wait_for(call.read(), 10))
         await call.done_writing()
         # A dropped stream cancels too.
-        call2: Any = stub.Converse()
+        call2 = stub.Converse()
         await call2.write(agent_pb2.ConverseRequest(start_turn=start))
         await call2.read()
         await call2.read()
@@ -239,9 +240,9 @@ async def test_cancel_turn_stops_the_generation(redis_client: aioredis.Redis) ->
 async def test_bad_requests_get_clear_errors(mesh: Mesh) -> None:
     stub = await mesh.add_router()
     # A rejected turn ends with its TurnCompleted, carrying the status and field violations (the stream goes on).
-    call: Any = stub.Converse()
+    call = stub.Converse()
     await call.write(agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="  ")))
-    done = (await call.read()).turn_completed
+    done = (await next_message(call)).turn_completed
     rich = rich_error_of_status(status_pb2.Status.FromString(done.status))
     assert done.finish_reason == common_pb2.FINISH_REASON_ERROR and rich.message.startswith("start_turn.message")
     assert [v.field for v in rich.field_violations] == ["start_turn.message"]
@@ -250,7 +251,7 @@ async def test_bad_requests_get_clear_errors(mesh: Mesh) -> None:
         message="x", tool_choice=agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="nope")
     )
     await call.write(agent_pb2.ConverseRequest(start_turn=bad_tool))
-    done = (await call.read()).turn_completed
+    done = (await next_message(call)).turn_completed
     rich = rich_error_of_status(status_pb2.Status.FromString(done.status))
     assert [v.field for v in rich.field_violations] == ["start_turn.tool_choice.tool_name"]
     await call.done_writing()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -19,6 +18,7 @@ from loadtest.session_prefix import run_session
 from meshkit.mesh import FAST_SIM, Mesh, start_mesh
 from meshkit.turns import converse
 from services.runtime.status_decode import rich_error_of
+from tests.support.turns import next_message
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
 
@@ -54,10 +54,10 @@ async def test_a_new_session_is_stored_once_accepted(redis_client: aioredis.Redi
     slow = await start_mesh(redis_client, replicas=1, sim=replace(FAST_SIM, output_tokens=400, decode_base_s=0.02))
     try:
         stub = await slow.add_router()
-        call: Any = stub.Converse()
+        call = stub.Converse()
         start = agent_pb2.StartTurn(message="a long story", tool_choice=NONE)
         await call.write(agent_pb2.ConverseRequest(start_turn=start))
-        accepted = (await call.read()).turn_accepted
+        accepted = (await next_message(call)).turn_accepted
         session = (await stub.GetSession(agent_pb2.GetSessionRequest(session_id=accepted.session_id))).session
         assert slow.unfinished() == 1  # the turn is still answering (8 s of simulated decode)
         assert session.turn_count == 0 and not session.turns  # before: NOT_FOUND until the first turn completed

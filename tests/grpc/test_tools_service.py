@@ -106,7 +106,7 @@ class Stream:
     """An Execute call with results collected by call id."""
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.call: Any = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
+        self.call = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
         self.results: dict[str, tools_pb2.ToolResult] = {}
         self.order: list[str] = []
         self._reader = asyncio.create_task(self._read())

@@ -17,6 +17,7 @@ from google.rpc import error_details_pb2, status_pb2
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from meshkit.mesh import FAST_SIM, Mesh, start_mesh
+from tests.support.turns import next_message
 from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
@@ -57,9 +58,9 @@ def status_of(done: agent_pb2.TurnCompleted) -> status_pb2.Status:
 
 async def test_cancel_ends_the_turn_with_aborted_usage_so_far_and_the_stream_goes_on(mesh: Mesh) -> None:
     stub = await mesh.add_router(response_cache_ttl_s=0)
-    call: Any = stub.Converse()
+    call = stub.Converse()
     await call.write(start("tell me a long story", "c1", sampling=LONG))
-    events = [await call.read() for _ in range(4)]  # accepted + three deltas
+    events = [await next_message(call) for _ in range(4)]  # accepted + three deltas
     assert events[0].HasField("turn_accepted")
     assert [e.text_delta.turn_id for e in events[1:]] == ["c1"] * 3  # deltas carry their turn id
     await call.write(cancel("c1"))
@@ -81,7 +82,7 @@ async def test_cancel_ends_the_turn_with_aborted_usage_so_far_and_the_stream_goe
 
 async def test_turn_timeout_aborts_with_deadline_exceeded_and_the_stream_goes_on(mesh: Mesh) -> None:
     stub = await mesh.add_router(response_cache_ttl_s=0)
-    call: Any = stub.Converse()
+    call = stub.Converse()
     await call.write(start("tell me a long story", "t1", sampling=LONG, timeout=Duration(nanos=300_000_000)))
     done = (await until_completed(call))[-1].turn_completed
     assert done.finish_reason == common_pb2.FINISH_REASON_ABORTED and done.usage.completion_tokens > 0
@@ -94,7 +95,7 @@ async def test_turn_timeout_aborts_with_deadline_exceeded_and_the_stream_goes_on
 
 async def test_rejected_and_failed_turns_end_with_their_status_and_the_stream_goes_on(mesh: Mesh) -> None:
     stub = await mesh.add_router(response_cache_ttl_s=0)
-    call: Any = stub.Converse()
+    call = stub.Converse()
     await call.write(start("hello", "bad", max_tool_rounds=9))
     events = await until_completed(call)
     assert len(events) == 1  # rejected: no TurnAccepted, only the TurnCompleted
@@ -133,14 +134,14 @@ async def test_gateway_tickets_are_keyed_by_turn_and_cancelled_turns_are_charged
 
     limiter.charge = charge  # type: ignore[method-assign]
     admission = gateway.admission
-    call: Any = stub.Converse(metadata=ACME)
+    call = stub.Converse(metadata=ACME)
     # One tenant cycling StartTurn/CancelTurn never holds more than the turn it runs: with a limit of 2 and
     # a 0.2 s queue SLO, a slot leaked per cancelled turn would shed the third StartTurn.
     for i in range(6):
         await call.write(start("tell me a long story", f"cycle{i}", sampling=LONG))
-        first = await call.read()
+        first = await next_message(call)
         assert first.HasField("turn_accepted"), first
-        assert (await call.read()).HasField("text_delta")
+        assert (await next_message(call)).HasField("text_delta")
         assert admission.in_flight == 1
         await call.write(cancel(f"cycle{i}"))
         done = (await until_completed(call))[-1].turn_completed

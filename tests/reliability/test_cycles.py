@@ -21,7 +21,7 @@ MIB = 1024 * 1024
 async def cycle(stub: Any, stream: int, count: int) -> list[int]:
     """``count`` turns on one stream, each cancelled right after it is accepted; their finish reasons."""
     reasons: list[int] = []
-    call: Any = stub.Converse(metadata=AUTH, timeout=300)
+    call = stub.Converse(metadata=AUTH, timeout=300)
     for i in range(count):
         turn_id = f"c{stream}-{i}"
         await call.write(turns.start("cancel me", turn_id=turn_id, max_tokens=300))
@@ -76,7 +76,7 @@ async def test_a_slow_reader_does_not_grow_the_producers_memory(mesh: ProcessMes
         finished = await generations(mesh)
         calls: list[Any] = []
         for n in range(20):
-            call: Any = stub.Converse(metadata=AUTH, timeout=120)
+            call = stub.Converse(metadata=AUTH, timeout=120)
             await call.write(turns.start(f"slow reader {n}", max_tokens=400))
             calls.append(call)
         # Nobody reads while the answers are produced (400 tokens at 10 ms a step: 4 s each).

@@ -93,9 +93,9 @@ async def test_sigterm_the_gateway_finishes_its_streams_and_refuses_new_ones(mes
         stub = mesh.stub(channel)
         calls: list[Any] = []
         for n in range(WORKERS):
-            call: Any = stub.Converse(metadata=AUTH, timeout=60)
+            call = stub.Converse(metadata=AUTH, timeout=60)
             await call.write(turns.start(f"in flight {n}", max_tokens=300))
-            first = await call.read()
+            first = await turns.next_message(call)
             assert first.HasField("turn_accepted"), describe(first.turn_completed)
             calls.append(call)
         gateway.signal(signal.SIGTERM)

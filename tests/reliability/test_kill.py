@@ -111,10 +111,10 @@ async def test_kill_9_a_router_mid_turn_is_unavailable_with_retry_info_and_a_ret
         stub = mesh.stub(channel)
         first = await turns.one_turn(stub, turns.start("open a session", max_tokens=2), AUTH)
         session_id = first[0].turn_accepted.session_id
-        call: Any = stub.Converse(metadata=AUTH, timeout=60)
+        call = stub.Converse(metadata=AUTH, timeout=60)
         await call.write(turns.start("a long answer", turn_id="kill-router", session_id=session_id, max_tokens=300))
-        assert (await call.read()).HasField("turn_accepted")
-        assert (await call.read()).HasField("text_delta")
+        assert (await turns.next_message(call)).HasField("turn_accepted")
+        assert (await turns.next_message(call)).HasField("text_delta")
         victim = await busy_one(mesh.routers, "agentmesh_rpc_server_in_flight", **CONVERSE)
         victim.kill()
         with pytest.raises(grpc.aio.AioRpcError) as failed:

@@ -39,7 +39,7 @@ async def test_redis_killed_and_restarted_keeps_committed_turns_and_the_mesh_rec
         await mesh.redis.stop(signal.SIGKILL)  # no shutdown save: only the AOF keeps what was acknowledged
         # While Redis is down: a clear status, quickly, for a turn and for a session read — no hang.
         began = time.monotonic()
-        call: Any = stub.Converse(metadata=AUTH, timeout=30)
+        call = stub.Converse(metadata=AUTH, timeout=30)
         await call.write(turns.start("while down", turn_id="r4", session_id=session_id, max_tokens=3))
         events = await turns.read_turn(call, within_s=25)
         await call.done_writing()

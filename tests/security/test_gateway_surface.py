@@ -120,7 +120,7 @@ async def test_fuzzed_session_reads_end_in_precise_statuses(gateway: Any, reques
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=start_turn)
 async def test_fuzzed_turns_end_in_precise_statuses(gateway: Any, start: Any) -> None:
-    call: Any = gateway.Converse(metadata=ACME, timeout=20)
+    call = gateway.Converse(metadata=ACME, timeout=20)
     try:
         await call.write(agent_pb2.ConverseRequest(start_turn=start))
         while True:

@@ -19,6 +19,7 @@ from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
 from services.runtime.tenancy import TENANT_BAGGAGE
+from tests.support.turns import next_message
 
 ACME = (("authorization", "Bearer acme-secret-key"),)
 OTHER = (("authorization", "Bearer other-secret-key"),)
@@ -83,7 +84,7 @@ async def test_tool_cache_hits_only_for_the_tenant_that_filled_it(mesh: Mesh) ->
         finally:
             otel_context.detach(token)
         async with grpc.aio.insecure_channel(mesh.tools_server.address) as channel:
-            stream: Any = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
+            stream = tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute()
             await stream.write(
                 tools_pb2.ExecuteRequest(
                     call=tools_pb2.ToolCall(
@@ -91,7 +92,7 @@ async def test_tool_cache_hits_only_for_the_tenant_that_filled_it(mesh: Mesh) ->
                     )
                 )
             )
-            response = await stream.read()
+            response = await next_message(stream)
             await stream.done_writing()
             result: tools_pb2.ToolResult = response.result
             return result

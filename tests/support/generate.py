@@ -72,7 +72,7 @@ class GenerateStream:
     """An open Generate call with a reader task filling ``Collected``."""
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.call: Any = inference_pb2_grpc.InferenceServiceStub(channel).Generate()
+        self.call = inference_pb2_grpc.InferenceServiceStub(channel).Generate()
         self.got = Collected()
         self._reader = asyncio.create_task(self._read())
 

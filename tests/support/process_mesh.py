@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc.aio
 
@@ -143,7 +142,7 @@ class ProcessMesh:
         return grpc.aio.insecure_channel(target or self.gateway.address)
 
     @staticmethod
-    def stub(channel: grpc.aio.Channel) -> Any:
+    def stub(channel: grpc.aio.Channel) -> agent_pb2_grpc.AgentServiceAsyncStub:
         return agent_pb2_grpc.AgentServiceStub(channel)
 
     async def unfinished(self) -> float:
