@@ -10,5 +10,12 @@ proto a turn sends and GetSession returns, from ``turn_progress`` and the
 session records. ``generation`` (one generation with response cache and
 failover) → ``picker`` (rendezvous hashing with bounded load) over
 ``replicas`` (the set of ``ReplicaLink``s, one multiplexed Generate stream per
-inference replica); ``sessions`` keeps the event log in Redis Streams.
+inference replica); ``sessions`` keeps the event log in Redis Streams, in the
+shape ``session_records`` defines.
+
+Tool selection inside ``planning``: ``selector`` (nearest examples in the
+``embedding`` space, ``no_tool_examples`` for "answer directly"), checked by
+``intent_words``; ``planner`` writes the constrained-JSON prompts and
+``grounding`` checks filled-in numbers. ``build`` assembles the parts from
+``config``; ``main`` runs the process; ``metrics`` counts what happens.
 """
