@@ -33,10 +33,6 @@ from services.tools.calls import CallOutcome, CallRequest, CallStatus
 from services.tools.metrics import ToolMetrics
 from services.tools.registry import ToolDefinition, ToolError, ToolRegistry
 
-# The call types are re-exported only for services/tools/session.py, which another change is rewriting;
-# new code imports them from services.tools.calls.
-__all__ = ["BreakerPolicy", "CallOutcome", "CallRequest", "CallStatus", "ToolExecutor"]
-
 log = logging.getLogger(__name__)
 
 
