@@ -2,36 +2,32 @@
 
 In: ``generate(submit)`` from any number of concurrent turns. Out: that
 request's ``GenerationDelta``s, in order, ending with the one that carries the
-result. A reader task dispatches each frame's deltas to per-request queues
-and keeps the replica's latest load report. If the stream breaks, every
-request on it fails with ``ReplicaDown`` (so the caller can fail over) and the
-link reconnects with backoff. A consumer that falls behind gets the deltas
+result. The stream itself (connect once the replica's first load report
+arrives, reconnect with backoff, serialised writes, abort on consumer exit) is
+``runtime/mux_client.py``'s; this link adds what is the replica's: the reader
+hands each frame's deltas to per-request inboxes and keeps the latest load
+report; if the stream breaks, every request on it fails with ``ReplicaDown``
+(so the caller can fail over) and the breaker counts it. A consumer that falls behind gets the deltas
 queued for it merged into one, so a slow relay sends fewer, larger messages.
 With ``hold_s`` a consumer, after each delivery, is woken only by the first
 delta at least ``hold_s`` later (or at once by the result or a broken link)
 and gets what came meanwhile merged: at a steady token cadence it is not
 woken per engine step (BENCHMARKS.md, relay).
-A request whose consumer goes away is aborted on the replica. Writes are
-serialised: grpc.aio allows one write in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-import grpc
 import grpc.aio
 
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
 from services.runtime.errors import Unavailable
-from services.runtime.resilience import BreakerState, CircuitBreaker, full_jitter_backoff
-
-log = logging.getLogger(__name__)
+from services.runtime.mux_client import MuxClient, StreamDown
+from services.runtime.resilience import BreakerState, CircuitBreaker
 
 
 class ReplicaDown(Unavailable):
@@ -103,8 +99,12 @@ class _Inbox:
             self.waiter = None
 
 
-class ReplicaLink:
+class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse, _Inbox]):
     """See module docstring."""
+
+    greeting = True  # the replica sends a load report first
+    retry_floor_s = 0.05
+    peer = "inference replica"
 
     def __init__(
         self,
@@ -113,34 +113,11 @@ class ReplicaLink:
         *,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        self.target = target
-        self._channel_factory = channel_factory
+        super().__init__(target, channel_factory)
         self.breaker = breaker or CircuitBreaker(failure_threshold=3, reset_timeout_s=2.0)
         self.load: inference_pb2.LoadReport | None = None
         self.load_at = 0.0
-        self.in_flight = 0
         self.submitted = 0
-        self._inboxes: dict[str, _Inbox] = {}
-        self._call: Any = None
-        self._connected = asyncio.Event()
-        self._writing = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
-
-    # -- lifecycle --------------------------------------------------------
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._maintain(), name=f"replica-link-{self.target}")
-
-    async def close(self) -> None:
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    @property
-    def connected(self) -> bool:
-        return self._connected.is_set()
 
     @property
     def available(self) -> bool:
@@ -153,55 +130,25 @@ class ReplicaLink:
         reported = (self.load.running + self.load.waiting) if self.load is not None else 0
         return max(reported, self.in_flight)
 
-    async def wait_connected(self, within_s: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), within_s)
-        return self.connected
+    def open(
+        self, channel: grpc.aio.Channel
+    ) -> grpc.aio.StreamStreamCall[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse]:
+        return inference_pb2_grpc.InferenceServiceStub(channel).Generate()
 
-    async def _maintain(self) -> None:
-        attempt = 0
-        while not self._closed:
-            channel = self._channel_factory(self.target)
-            try:
-                self._call = inference_pb2_grpc.InferenceServiceStub(channel).Generate()
-                first = await self._call.read()  # the replica sends a load report first
-                if first is grpc.aio.EOF:
-                    raise ConnectionError("stream ended")
-                self._connected.set()
-                attempt = 0
-                log.info("connected to inference replica %s", self.target)
-                self._dispatch(first)
-                while True:
-                    frame = await self._call.read()
-                    if frame is grpc.aio.EOF:
-                        raise ConnectionError("stream ended")
-                    self._dispatch(frame)
-            except asyncio.CancelledError:
-                raise
-            except (grpc.aio.AioRpcError, ConnectionError) as exc:
-                why = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
-                if self._connected.is_set():
-                    log.warning("lost inference replica %s: %s", self.target, why)
-                    self.breaker.record_failure()
-                self._link_down(why)
-            finally:
-                self._connected.clear()
-                await channel.close()
-            attempt += 1
-            await asyncio.sleep(0.05 + full_jitter_backoff(attempt, base_s=0.1, cap_s=2.0))
-
-    def _dispatch(self, frame: inference_pb2.GenerateResponse) -> None:
-        if frame.HasField("load"):
-            self.load = frame.load
+    def received(self, message: inference_pb2.GenerateResponse) -> None:
+        if message.HasField("load"):
+            self.load = message.load
             self.load_at = time.monotonic()
         now = time.monotonic()
-        for delta in frame.deltas:
-            inbox = self._inboxes.get(delta.request_id)
+        for delta in message.deltas:
+            inbox = self._slots.get(delta.request_id)
             if inbox is not None:
                 inbox.put(delta, delta.HasField("result"), now)
 
-    def _link_down(self, why: str) -> None:
-        for inbox in self._inboxes.values():
+    def lost(self, why: str, was_connected: bool) -> None:
+        if was_connected and not self._closed:
+            self.breaker.record_failure()
+        for inbox in self._slots.values():
             inbox.put((_LINK_DOWN, why), True, 0.0)
 
     # -- requests ---------------------------------------------------------
@@ -212,19 +159,14 @@ class ReplicaLink:
         """Stream one request's deltas; after each, the next comes at least ``hold_s`` later, merged (see module
         docstring), except the last.
         Raises ReplicaDown if the link fails before the end."""
-        if not self.connected:
-            raise ReplicaDown(self.target, "not connected")
         rid = submit.request_id
         inbox = _Inbox()
-        self._inboxes[rid] = inbox
-        self.in_flight += 1
         finished = False
         try:
             try:
-                async with self._writing:
-                    await self._call.write(inference_pb2.GenerateRequest(submit=submit))
-            except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError) as exc:
-                raise ReplicaDown(self.target, f"write failed: {exc}") from None
+                await self.submit(rid, inbox, inference_pb2.GenerateRequest(submit=submit))
+            except StreamDown as exc:
+                raise ReplicaDown(self.target, str(exc)) from None
             self.submitted += 1
             while True:
                 if not inbox.ready(time.monotonic()):
@@ -240,11 +182,5 @@ class ReplicaLink:
                     return
                 inbox.until = time.monotonic() + hold_s if hold_s > 0 else None
         finally:
-            self.in_flight -= 1
-            self._inboxes.pop(rid, None)
-            if not finished and self.connected:
-                with contextlib.suppress(Exception):
-                    async with self._writing:
-                        await self._call.write(
-                            inference_pb2.GenerateRequest(abort=inference_pb2.AbortGeneration(request_id=rid))
-                        )
+            abort = inference_pb2.AbortGeneration(request_id=rid)
+            await self.release(rid, None if finished else inference_pb2.GenerateRequest(abort=abort))

@@ -9,7 +9,10 @@ to the connected executor with the fewest calls in flight.
 ``call(tool_call)`` waits for that call's result; a cancelled caller sends a
 CancelToolCall. If a stream breaks, its pending calls fail with an UNAVAILABLE
 result (shown to the model as a failure, never a crash) and the stream
-reconnects. ``list_tools()`` fetches the registry (for the plan schema).
+reconnects. ``list_tools()`` fetches the registry (for the plan schema). Each
+stream is a ``runtime/mux_client.py`` link (connected once the executor took
+the stream, reconnect with backoff, serialised writes, cancel on caller exit);
+its channel lives as long as the stream, since ``list_tools`` uses it too.
 """
 
 from __future__ import annotations
@@ -18,106 +21,66 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
 
-import grpc
 import grpc.aio
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.errors import Unavailable
-from services.runtime.resilience import full_jitter_backoff
+from services.runtime.mux_client import MuxClient, StreamDown
 from services.runtime.resolver import Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
 
 
-class ExecuteStream:
-    """One multiplexed Execute stream to one tool executor, reconnecting with backoff."""
+ToolResultFuture = asyncio.Future[tools_pb2.ToolResult]
+
+
+class ExecuteStream(MuxClient[tools_pb2.ExecuteRequest, tools_pb2.ExecuteResponse, ToolResultFuture]):
+    """One multiplexed Execute stream to one tool executor (see module docstring)."""
+
+    peer = "tool executor"
 
     def __init__(self, target: str, channel_factory: Callable[[str], grpc.aio.Channel]) -> None:
-        self.target = target
-        self._channel = channel_factory(target)
-        self._pending: dict[str, asyncio.Future[tools_pb2.ToolResult]] = {}
-        self._call: Any = None
-        self._connected = asyncio.Event()
-        self._writing = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
+        self.channel = channel_factory(target)
+        super().__init__(target, channel_factory, channel=self.channel)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._maintain(), name=f"tools-stream-{self.target}")
+    def open(
+        self, channel: grpc.aio.Channel
+    ) -> grpc.aio.StreamStreamCall[tools_pb2.ExecuteRequest, tools_pb2.ExecuteResponse]:
+        return tools_pb2_grpc.ToolExecutorServiceStub(channel).Execute(wait_for_ready=True)
 
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        await self._channel.close()
+    def received(self, message: tools_pb2.ExecuteResponse) -> None:
+        future = self._slots.get(message.result.call_id)
+        if future is not None and not future.done():
+            future.set_result(message.result)
+
+    def lost(self, why: str, was_connected: bool) -> None:
+        for call_id, future in self._slots.items():
+            if not future.done():
+                future.set_result(unavailable(call_id, "the tool executor is unavailable"))
 
     async def list_tools(self, timeout_s: float = 5.0) -> list[common_pb2.ToolSpec]:
-        stub = tools_pb2_grpc.ToolExecutorServiceStub(self._channel)
+        stub = tools_pb2_grpc.ToolExecutorServiceStub(self.channel)
         reply = await stub.ListTools(tools_pb2.ListToolsRequest(), timeout=timeout_s, wait_for_ready=True)
         return list(reply.tools)
 
-    async def _maintain(self) -> None:
-        attempt = 0
-        while True:
-            try:
-                self._call = tools_pb2_grpc.ToolExecutorServiceStub(self._channel).Execute(wait_for_ready=True)
-                # Connected once the executor took the stream: until then calls fail at once as unavailable
-                # instead of waiting out their timeout on a stream that cannot carry them.
-                await self._call.wait_for_connection()
-                self._connected.set()
-                attempt = 0
-                async for message in self._call:
-                    future = self._pending.pop(message.result.call_id, None)
-                    if future is not None and not future.done():
-                        future.set_result(message.result)
-                raise ConnectionError("stream ended")
-            except asyncio.CancelledError:
-                raise
-            except (grpc.aio.AioRpcError, ConnectionError) as exc:
-                log.warning("tool executor stream lost: %s", exc)
-            finally:
-                self._connected.clear()
-                for call_id, future in list(self._pending.items()):
-                    if not future.done():
-                        future.set_result(unavailable(call_id, "the tool executor is unavailable"))
-                self._pending.clear()
-            attempt += 1
-            await asyncio.sleep(full_jitter_backoff(attempt, base_s=0.1, cap_s=2.0))
-
-    @property
-    def connected(self) -> bool:
-        return self._connected.is_set()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
-
-    async def wait_connected(self) -> None:
-        await self._connected.wait()
-
     async def call(self, call: tools_pb2.ToolCall) -> tools_pb2.ToolResult:
-        if not self._connected.is_set():
+        if not self.connected:
             return unavailable(call.call_id, "the tool executor is unavailable", call.tool_name)
-        future: asyncio.Future[tools_pb2.ToolResult] = asyncio.get_running_loop().create_future()
-        self._pending[call.call_id] = future
+        future: ToolResultFuture = asyncio.get_running_loop().create_future()
+        done = False
         try:
-            async with self._writing:
-                await self._call.write(tools_pb2.ExecuteRequest(call=call))
-            return await future
-        except asyncio.CancelledError:
-            if self._connected.is_set():
-                with contextlib.suppress(Exception):
-                    async with self._writing:
-                        await self._call.write(
-                            tools_pb2.ExecuteRequest(cancel=tools_pb2.CancelToolCall(call_id=call.call_id))
-                        )
-            raise
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            await self.submit(call.call_id, future, tools_pb2.ExecuteRequest(call=call))
+            result = await future
+            done = True
+            return result
+        except StreamDown as exc:
+            done = True  # never reached the executor: nothing to cancel there
             return unavailable(call.call_id, f"the tool executor is unavailable: {exc}", call.tool_name)
         finally:
-            self._pending.pop(call.call_id, None)
+            cancel = tools_pb2.CancelToolCall(call_id=call.call_id)
+            await self.release(call.call_id, None if done else tools_pb2.ExecuteRequest(cancel=cancel))
 
 
 class ToolsLink:

@@ -170,7 +170,7 @@ class _Call:
 
 async def test_a_holding_consumer_is_not_woken_per_delta_but_at_once_for_the_result() -> None:
     link = ReplicaLink("replica", lambda target: None)  # type: ignore[arg-type, return-value]
-    link._call = _Call()
+    call = link._call = _Call()  # type: ignore[assignment]
     link._connected.set()
     stream = link.generate(inference_pb2.SubmitGeneration(request_id="r"), hold_s=3600)
 
@@ -183,16 +183,16 @@ async def test_a_holding_consumer_is_not_woken_per_delta_but_at_once_for_the_res
     first = asyncio.ensure_future(anext(stream))
     for _ in range(5):  # let it submit and wait
         await asyncio.sleep(0)
-    link._dispatch(frame("Hel"))
+    link.received(frame("Hel"))
     assert (await first).text == "Hel"  # the first text at once
     second = asyncio.ensure_future(anext(stream))
     for text in ("lo", " wor", "ld"):
-        link._dispatch(frame(text))
+        link.received(frame(text))
         for _ in range(5):
             await asyncio.sleep(0)
         assert not second.done()  # held: no wake-up per delta
-    link._dispatch(frame("!", end=True))
+    link.received(frame("!", end=True))
     merged = await second
     assert (merged.text, merged.token_count, merged.HasField("result")) == ("lo world!", 4, True)
-    assert await anext(stream, None) is None and not link._inboxes
-    assert [r.WhichOneof("action") for r in link._call.written] == ["submit"]  # finished: no abort sent
+    assert await anext(stream, None) is None and not link._slots
+    assert [r.WhichOneof("action") for r in call.written] == ["submit"]  # finished: no abort sent
