@@ -2,6 +2,7 @@
 
 Config, server and channel factories, interceptors (request id, tracing,
 metrics, deadlines, errors), the error taxonomy, deadline propagation,
-telemetry and Redis connection. Services import from here; this package imports
+telemetry, Redis connection, and both sides of a multiplexed stream
+(``mux_client``, ``mux_server``). Services import from here; this package imports
 only the generated contracts and third-party libraries.
 """
