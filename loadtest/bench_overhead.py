@@ -83,7 +83,7 @@ async def overhead(quick: bool) -> str:
                     pids[name] = child.pid
         targets: dict[str, Callable[[], Target]] = {
             "A inference": lambda: InferenceTarget(f"127.0.0.1:{sim_port}", name="A inference"),
-            "B router": lambda: AgentTarget(f"127.0.0.1:{ports['router']}", name="B router"),
+            "B router": lambda: AgentTarget(f"127.0.0.1:{ports['router']}", tenant="bench", name="B router"),
             "C gateway": lambda: AgentTarget(f"127.0.0.1:{ports['gateway']}", api_key=API_KEY, name="C gateway"),
         }
         n, rounds = (24, 1) if quick else (64, 2)

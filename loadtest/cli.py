@@ -29,7 +29,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def make_target(kind: str, address: str, api_key: str) -> Target:
     if kind in ("gateway", "router"):
-        return AgentTarget(address, api_key=api_key if kind == "gateway" else "", name=kind)
+        gateway = kind == "gateway"
+        return AgentTarget(address, api_key=api_key if gateway else "", tenant="" if gateway else "bench", name=kind)
     if kind == "inference":
         return InferenceTarget(address)
     if kind == "vllm":

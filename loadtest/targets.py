@@ -38,10 +38,14 @@ class Target(Protocol):
 class AgentTarget:
     """AgentService (gateway or router): Complete for single requests, Converse for sessions and tools."""
 
-    def __init__(self, address: str, *, api_key: str = "", name: str = "agent", compression: bool = True) -> None:
+    def __init__(
+        self, address: str, *, api_key: str = "", tenant: str = "", name: str = "agent", compression: bool = True
+    ) -> None:
+        """``api_key`` for a gateway; ``tenant`` for a router called directly (it serves only a named tenant)."""
         self.name = name
         self._address = address
-        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        auth = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        self._metadata = auth + ((("x-agentmesh-tenant", tenant),) if tenant else ())
         self._compression = grpc.Compression.Gzip if compression else grpc.Compression.NoCompression
         self._sessions: dict[int, str] = {}
         self._locks: dict[int, asyncio.Lock] = {}
