@@ -9,18 +9,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 
 import psutil
 
-from loadtest.bench_env import API_KEY, RESULTS, ROOT, free_port
+from loadtest.bench_env import API_KEY, RESULTS, ROOT
 from loadtest.cpu import CpuMeter
 from loadtest.report import ms, plot, table
 from loadtest.runner import LoadShape, drive
 from loadtest.stats import RequestTrace, summarize
 from loadtest.targets import AgentTarget, InferenceTarget, Target
 from loadtest.workloads import build
+from meshkit.up import BENCH_ENV, UpPorts, free_port, up_argv
 from services.runtime.health import wait_serving
 
 
@@ -33,34 +33,11 @@ async def overhead(quick: bool) -> str:
         "AGENTMESH_INFERENCE_SIM_DECODE_PER_SEQ_S": "0",
         "AGENTMESH_INFERENCE_SIM_PREFILL_S_PER_TOKEN": "0",
         "AGENTMESH_INFERENCE_SIM_OUTPUT_TOKENS": "1000",
-        "AGENTMESH_GATEWAY_RATE_RPS": "100000",
-        "AGENTMESH_GATEWAY_RATE_BURST": "100000",
-        "AGENTMESH_GATEWAY_RATE_WINDOW_MAX": "10000000",
-        "AGENTMESH_GATEWAY_RATE_TOKENS_PER_MIN": "100000000",
-        "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "100000000",
-        "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
-        "AGENTMESH_LOG_LEVEL": "warning",
+        **BENCH_ENV,
     }
     sim_port = ports["inference"] + 10
     proc = subprocess.Popen(  # noqa: ASYNC220 - the mesh runs beside the benchmark
-        [
-            sys.executable,
-            "-m",
-            "services.cli",
-            "up",
-            "--no-vllm",
-            "--sim-replicas",
-            "1",
-            "--no-metrics",
-            "--gateway-port",
-            str(ports["gateway"]),
-            "--router-port",
-            str(ports["router"]),
-            "--tools-port",
-            str(ports["tools"]),
-            "--inference-port",
-            str(ports["inference"]),
-        ],
+        up_argv(UpPorts(**ports)),
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -21,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from meshkit.up import BENCH_ENV, UpPorts, free_port, up_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "loadtest" / "results"
@@ -33,20 +34,6 @@ LOGS = ROOT / "loadtest" / "results"
 MESH_API_KEY = "h2h-bench-key"
 REDIS_URL = os.environ.get("AGENTMESH_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-#: Limits the gateway must not apply to a benchmark: it measures serving, not quotas.
-UNLIMITED = {
-    "AGENTMESH_GATEWAY_RATE_RPS": "100000",
-    "AGENTMESH_GATEWAY_RATE_BURST": "100000",
-    "AGENTMESH_GATEWAY_RATE_WINDOW_MAX": "10000000",
-    "AGENTMESH_GATEWAY_RATE_TOKENS_PER_MIN": "1000000000",
-    "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "1000000000",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -77,7 +64,7 @@ def _spawn(name: str, argv: list[str], env: dict[str, str], address: str) -> Lau
     LOGS.mkdir(parents=True, exist_ok=True)
     with (LOGS / f"{name}.log").open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *argv],
+            argv,
             cwd=ROOT,
             env={**os.environ, **env},
             stdout=log,
@@ -89,31 +76,27 @@ def _spawn(name: str, argv: list[str], env: dict[str, str], address: str) -> Lau
 
 def start_inference(model: str) -> Launched:
     port = free_port()
-    argv = ["services.inference", "--port", str(port), "--metrics-port", "-1", "--model", model]
+    argv = [sys.executable, "-m", "services.inference", "--port", str(port), "--metrics-port", "-1", "--model", model]
     argv += ["--max-num-seqs", "32", "--log-level", "warning"]
     return _spawn("inference", argv, ENGINE_ENV, f"127.0.0.1:{port}")
 
 
 def start_mesh(model: str) -> Launched:
-    ports = {service: free_port() for service in ("gateway", "router", "tools", "inference")}
-    argv = ["services.cli", "up", "--no-metrics", "--redis-url", REDIS_URL]
-    for service, port in ports.items():
-        argv += [f"--{service}-port", str(port)]
+    ports = UpPorts.free()
+    argv = up_argv(ports, sim_replicas=None, extra=["--redis-url", REDIS_URL])
     env = {
         **ENGINE_ENV,
-        **UNLIMITED,
+        **BENCH_ENV,
         "AGENTMESH_GATEWAY_API_KEYS": f"bench:{MESH_API_KEY}",
         "AGENTMESH_INFERENCE_MODEL": model,
         "AGENTMESH_INFERENCE_MAX_NUM_SEQS": "32",
-        "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
-        "AGENTMESH_LOG_LEVEL": "warning",
     }
-    return _spawn("mesh", argv, env, f"127.0.0.1:{ports['gateway']}")
+    return _spawn("mesh", argv, env, f"127.0.0.1:{ports.gateway}")
 
 
 def start_vllm(model: str) -> Launched:
     port = free_port()
-    argv = ["vllm.entrypoints.launchers.grpc_server", "--host", "127.0.0.1", "--port", str(port)]
+    argv = [sys.executable, "-m", "vllm.entrypoints.launchers.grpc_server", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--model", model, "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
     argv += ["--enable-prefix-caching", "--max-num-seqs", "32", "--disable-log-stats"]
     return _spawn("vllm", argv, {**ENGINE_ENV, "SMG_VLLM_SERVICER_WARMUP": "off"}, f"127.0.0.1:{port}")

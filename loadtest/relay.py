@@ -37,11 +37,12 @@ from pathlib import Path
 
 import psutil
 
-from loadtest.bench_env import API_KEY, free_port
+from loadtest.bench_env import API_KEY
 from loadtest.cpu import CpuMeter
 from loadtest.runner import LoadShape, drive
 from loadtest.targets import AgentTarget
 from loadtest.workloads import build
+from meshkit.up import BENCH_ENV, UpPorts, free_port, up_argv
 from services.runtime.health import wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,19 +88,11 @@ class MeshProcess:
             "AGENTMESH_INFERENCE_SIM_PREFILL_S_PER_TOKEN": "0",
             "AGENTMESH_INFERENCE_SIM_OUTPUT_TOKENS": str(output_tokens),
             "AGENTMESH_INFERENCE_SIM_MAX_BATCH": "256",
-            "AGENTMESH_GATEWAY_RATE_RPS": "100000",
-            "AGENTMESH_GATEWAY_RATE_BURST": "100000",
-            "AGENTMESH_GATEWAY_RATE_WINDOW_MAX": "10000000",
-            "AGENTMESH_GATEWAY_RATE_TOKENS_PER_MIN": "1000000000",
-            "AGENTMESH_GATEWAY_RATE_TOKEN_BURST": "1000000000",
-            "AGENTMESH_ROUTER_RESPONSE_CACHE_TTL_S": "0",
-            "AGENTMESH_LOG_LEVEL": "warning",
+            **BENCH_ENV,
             **extra_env,
         }
-        ports = self.ports
-        command = [sys.executable, "-m", "services.cli", "up", "--no-vllm", "--sim-replicas", "1", "--no-metrics"]
-        for service in ("gateway", "router", "tools", "inference"):
-            command += [f"--{service}-port", str(ports[service])]
+        # No HTTP flag: the trees compared may predate the OpenAI edge (one mesh runs at a time).
+        command = up_argv(UpPorts(**self.ports, http=None))
         self.proc = subprocess.Popen(
             command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )

@@ -4,67 +4,24 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import grpc
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from meshkit.up import UpPorts, up_argv, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [int(s.getsockname()[1]) for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_up_runs_the_mesh_and_stops_it_cleanly() -> None:
-    gateway, router, tools, inference = free_ports(4)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.cli",
-            "up",
-            "--no-vllm",
-            "--sim-replicas",
-            "2",
-            "--no-metrics",
-            "--gateway-port",
-            str(gateway),
-            "--router-port",
-            str(router),
-            "--tools-port",
-            str(tools),
-            "--inference-port",
-            str(inference),
-            "--gateway-http-port",
-            "-1",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
+    ports = UpPorts.free()
+    router = ports.router
+    argv = up_argv(ports, sim_replicas=2)
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            assert line, "agentmesh up exited early:\n" + "".join(lines)
-            lines.append(line)
-            if "the mesh is up" in line:
-                break
+        lines = wait_until_up(proc, within_s=120)
         with grpc.insecure_channel(f"127.0.0.1:{router}") as channel:
             stub = agent_pb2_grpc.AgentServiceStub(channel)
             start = agent_pb2.StartTurn(

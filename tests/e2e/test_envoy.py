@@ -25,7 +25,7 @@ from agentmesh.common.v1 import common_pb2
 from gateway.http_edge import HttpEdge
 from meshkit.mesh import FAST_SIM, start_mesh
 from meshkit.turns import converse
-from tests.support.ports import free_port
+from meshkit.up import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVOY = str(Path(sys.executable).parent / "envoy")

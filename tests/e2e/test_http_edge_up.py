@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +17,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.support.ports import free_port
+from meshkit.up import UpPorts, up_argv, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "SmolLM2-135M-Instruct"
@@ -43,45 +41,12 @@ def mesh() -> Iterator[Running]:
         "AGENTMESH_GATEWAY_RATE_BURST": "8",
         "AGENTMESH_GATEWAY_RATE_RPS": "0.5",
     }
-    http = free_port()
-    ports = [str(free_port()) for _ in range(4)]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.cli",
-            "up",
-            "--no-vllm",
-            "--sim-replicas",
-            "1",
-            "--no-metrics",
-            "--gateway-port",
-            ports[0],
-            "--router-port",
-            ports[1],
-            "--tools-port",
-            ports[2],
-            "--inference-port",
-            ports[3],
-            "--gateway-http-port",
-            str(http),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
+    ports = UpPorts.free(http=True)
+    http = ports.http
+    argv = up_argv(ports)
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            assert line, "agentmesh up exited early:\n" + "".join(lines[-40:])
-            lines.append(line)
-            if "the mesh is up" in line:
-                break
+        lines = wait_until_up(proc, within_s=180)
         assert f"OpenAI API at http://127.0.0.1:{http}/v1" in lines[-1]
         yield Running(f"http://127.0.0.1:{http}/v1", key, flood_key)
         proc.send_signal(signal.SIGINT)

@@ -9,10 +9,10 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from meshkit.up import free_port
 from services.runtime.channel import create_channel
 from services.runtime.health import wait_serving
 from tests.support.generate import GenerateStream, submit
-from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

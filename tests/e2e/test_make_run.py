@@ -3,13 +3,13 @@ then `agentmesh chat --once`, `agentmesh complete`, grpcurl through the gateway,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.support.ports import free_port
+from meshkit.up import UpPorts, up_argv, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
@@ -47,52 +47,17 @@ def free_block(size: int) -> int:
 
 @pytest.fixture(scope="module")
 def mesh() -> Iterator[dict[str, int]]:
-    ports = {
-        "gateway": free_port(),
-        "router": free_port(),
-        "tools": free_port(),
-        "inference": free_port(),
-        "http": free_port(),
-    }
+    up = UpPorts.free(http=True)
+    ports: dict[str, int] = {k: v for k, v in dataclasses.asdict(up).items() if v is not None}
     metrics = free_block(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_GATEWAY_API_KEYS")}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.cli",
-            "up",
-            "--gateway-port",
-            str(ports["gateway"]),
-            "--router-port",
-            str(ports["router"]),
-            "--tools-port",
-            str(ports["tools"]),
-            "--inference-port",
-            str(ports["inference"]),
-            "--metrics-port-base",
-            str(metrics),
-            "--gateway-http-port",
-            str(ports["http"]),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        assert line, "agentmesh up exited early:\n" + "".join(lines[-40:])
-        lines.append(line)
-        if "the mesh is up" in line:
-            break
-    else:
+    argv = up_argv(up, sim_replicas=None, metrics_base=metrics)  # the real engine, as make run starts it
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until_up(proc, within_s=300)
+    except RuntimeError as exc:
         proc.kill()
-        pytest.fail("the mesh did not come up:\n" + "".join(lines[-40:]))
+        pytest.fail(str(exc))
     yield {**ports, "metrics": metrics}
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=90)

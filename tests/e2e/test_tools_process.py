@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
+from meshkit.up import free_port
 from services.runtime.channel import create_channel
 from services.runtime.health import wait_serving
 from tests.conftest import REDIS_URL
-from tests.support.ports import free_port
 from tests.support.turns import next_message
 
 ROOT = Path(__file__).resolve().parents[2]

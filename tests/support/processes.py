@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.runtime.health import wait_serving
-from tests.support.ports import free_port
+from meshkit.up import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
