@@ -35,7 +35,9 @@ async def test_deadline_propagates_across_two_hops(start_server: StartServer, op
     assert [m.text_delta.text async for m in call] == ["one", "two"]
     (seen_a,), (seen_b,) = a.seen.remaining, b.seen.remaining
     assert seen_a is not None and seen_b is not None
-    assert 0 < seen_b <= seen_a <= 5.0
+    # gRPC core computes time remaining from a clock it caches per callback batch, which can lag by
+    # milliseconds under load (5.0095 s was seen with timeout=5.0): allow that, nothing more.
+    assert 0 < seen_b <= seen_a <= 5.0 + 0.05
 
 
 async def test_no_deadline_stays_no_deadline(start_server: StartServer, open_channel: OpenChannel) -> None:
