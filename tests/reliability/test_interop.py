@@ -17,9 +17,9 @@ import yaml
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
+from meshkit.up import free_port
 from tests.e2e.test_envoy import ENVOY, envoy_config
 from tests.support import turns
-from meshkit.up import free_port
 from tests.support.process_mesh import AUTH, MeshShape, ProcessMesh
 from tests.support.processes import eventually_async
 

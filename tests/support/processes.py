@@ -25,8 +25,8 @@ from pathlib import Path
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.runtime.health import wait_serving
 from meshkit.up import free_port
+from services.runtime.health import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.ratelimit import Limits, RedisRateLimiter
+from meshkit.up import free_port
 from services.router.converse import _as_mesh_error
 from services.runtime.errors import Unavailable
-from meshkit.up import free_port
 
 
 async def test_the_rate_limiter_without_redis_refuses_with_a_retry_hint() -> None:
