@@ -28,6 +28,7 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.runtime.peers import PeerSet
 from services.runtime.resolver import DNS_PREFIX, Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
@@ -44,12 +45,14 @@ class RouterPool:
         retire_after_s: float = 60.0,
         lookup: Lookup = getaddrinfo_lookup,
     ) -> None:
-        self._resolver = Resolver(targets, lookup)
+        self._targets = tuple(targets)
         self._channel_factory = channel_factory
-        self.channels: dict[str, grpc.aio.Channel] = {}
+        self._peers = PeerSet(
+            Resolver(targets, lookup), join=self._add, leave=self._retire, refresh_s=refresh_s, what="router"
+        )
+        self.channels: dict[str, grpc.aio.Channel] = self._peers.peers
         self.healthy: dict[str, bool] = {}
         self._interval = health_interval_s
-        self._refresh_s = refresh_s
         self._retire_after_s = retire_after_s
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._retired: dict[str, grpc.aio.Channel] = {}
@@ -61,13 +64,14 @@ class RouterPool:
 
     def start(self) -> None:
         """Watch the static routers now; resolve ``dns:`` ones at once and then every ``refresh_s``."""
-        for target in self._resolver.targets:
+        for target in self._targets:
             if not target.startswith(DNS_PREFIX):
-                self._add(target)
-        if self._resolver.dynamic:
-            self._spawn(self._refresh_loop(), "router-dns-refresh")
+                self._peers.join_now(target)
+        if self._peers.dynamic:
+            self._peers.follow(refresh_first=True)
 
     async def close(self) -> None:
+        await self._peers.stop()
         tasks = [*self._tasks, *self._watchers.values()]
         for task in tasks:
             task.cancel()
@@ -83,22 +87,20 @@ class RouterPool:
 
     async def refresh(self) -> None:
         """Bring the router set in line with the targets' current addresses."""
-        wanted = await self._resolver.resolve()
-        for gone in set(self.channels) - wanted:
-            log.info("router %s left the set", gone)
-            self._watchers.pop(gone).cancel()
-            self.healthy.pop(gone, None)
-            self._retired[gone] = self.channels.pop(gone)
-            self._spawn(self._close_later(gone), f"router-retire-{gone}")
-        for new in sorted(wanted - set(self.channels)):
-            log.info("router %s joined the set", new)
-            self._add(new)
+        await self._peers.refresh()
 
-    def _add(self, target: str) -> None:
-        retired = self._retired.pop(target, None)
-        self.channels[target] = retired or self._channel_factory(target)
+    def _add(self, target: str) -> grpc.aio.Channel:
+        channel = self._retired.pop(target, None) or self._channel_factory(target)
         self.healthy[target] = False
         self._watchers[target] = asyncio.create_task(self._watch(target), name=f"router-health-{target}")
+        return channel
+
+    async def _retire(self, target: str, channel: grpc.aio.Channel) -> None:
+        """No new streams at once; the channel closes after ``retire_after_s`` (its streams finish first)."""
+        self._watchers.pop(target).cancel()
+        self.healthy.pop(target, None)
+        self._retired[target] = channel
+        self._spawn(self._close_later(target), f"router-retire-{target}")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -110,14 +112,6 @@ class RouterPool:
         channel = self._retired.pop(target, None)
         if channel is not None:
             await channel.close()
-
-    async def _refresh_loop(self) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except Exception:  # the loop must outlive one bad refresh; the set stays as it was
-                log.exception("refreshing the router set failed")
-            await asyncio.sleep(self._refresh_s)
 
     async def _watch(self, target: str) -> None:
         stub = health_pb2_grpc.HealthStub(self.channels[target])

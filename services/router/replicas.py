@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import grpc.aio
 
 from services.router.replica_link import ReplicaLink
+from services.runtime.peers import PeerSet
 from services.runtime.resolver import Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
@@ -31,21 +32,18 @@ class ReplicaSet:
         refresh_s: float = 10.0,
         lookup: Lookup = getaddrinfo_lookup,
     ) -> None:
-        self._resolver = Resolver(targets, lookup)
         self._channel_factory = channel_factory
-        self._refresh_s = refresh_s
-        self.links: dict[str, ReplicaLink] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._peers = PeerSet(
+            Resolver(targets, lookup), join=self._join, leave=_leave, refresh_s=refresh_s, what="inference replica"
+        )
+        self.links: dict[str, ReplicaLink] = self._peers.peers
 
     async def start(self) -> None:
         await self.refresh()
-        if self._resolver.dynamic:
-            self._task = asyncio.create_task(self._refresh_loop(), name="replica-dns-refresh")
+        self._peers.follow(refresh_first=False)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._peers.stop()
         await asyncio.gather(*(link.close() for link in self.links.values()))
 
     @property
@@ -65,19 +63,13 @@ class ReplicaSet:
         return False
 
     async def refresh(self) -> None:
-        wanted = await self._resolver.resolve()
-        for gone in set(self.links) - wanted:
-            log.info("inference replica %s left the set", gone)
-            await self.links.pop(gone).close()
-        for new in sorted(wanted - set(self.links)):
-            link = ReplicaLink(new, self._channel_factory)
-            link.start()
-            self.links[new] = link
+        await self._peers.refresh()
 
-    async def _refresh_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._refresh_s)
-            try:
-                await self.refresh()
-            except Exception:  # the loop must outlive one bad refresh; the set stays as it was
-                log.exception("refreshing the inference replicas failed")
+    def _join(self, address: str) -> ReplicaLink:
+        link = ReplicaLink(address, self._channel_factory)
+        link.start()
+        return link
+
+
+async def _leave(address: str, link: ReplicaLink) -> None:
+    await link.close()

@@ -28,6 +28,7 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.errors import Unavailable
 from services.runtime.mux_client import MuxClient, StreamDown
+from services.runtime.peers import PeerSet
 from services.runtime.resolver import Lookup, Resolver, getaddrinfo_lookup
 
 log = logging.getLogger(__name__)
@@ -96,42 +97,26 @@ class ToolsLink:
     ) -> None:
         self.target = target
         self._channel_factory = channel_factory
-        self._resolver = Resolver([target], lookup)
-        self._refresh_s = refresh_s
-        self.streams: dict[str, ExecuteStream] = {}
-        self._resolved = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._peers = PeerSet(
+            Resolver([target], lookup), join=self._join, leave=_leave, refresh_s=refresh_s, what="tool executor"
+        )
+        self.streams: dict[str, ExecuteStream] = self._peers.peers
+        self._resolved = self._peers.found
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._refresh_loop(), name="tools-refresh")
+        self._peers.follow(refresh_first=True)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._peers.stop()
         await asyncio.gather(*(s.close() for s in self.streams.values()))
 
     async def refresh(self) -> None:
-        wanted = await self._resolver.resolve()
-        for gone in set(self.streams) - wanted:
-            log.info("tool executor %s left the set", gone)
-            await self.streams.pop(gone).close()
-        for new in sorted(wanted - set(self.streams)):
-            stream = ExecuteStream(new, self._channel_factory)
-            stream.start()
-            self.streams[new] = stream
-        if self.streams:
-            self._resolved.set()
+        await self._peers.refresh()
 
-    async def _refresh_loop(self) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except Exception:  # the loop must outlive one bad refresh; the set stays as it was
-                log.exception("refreshing the tool executors failed")
-            if not self._resolver.dynamic:
-                return
-            await asyncio.sleep(self._refresh_s)
+    def _join(self, address: str) -> ExecuteStream:
+        stream = ExecuteStream(address, self._channel_factory)
+        stream.start()
+        return stream
 
     async def list_tools(self, timeout_s: float = 5.0) -> list[common_pb2.ToolSpec]:
         with contextlib.suppress(TimeoutError):
@@ -162,6 +147,10 @@ class ToolsLink:
         if stream is None:
             return unavailable(call.call_id, "the tool executor is unavailable", call.tool_name)
         return await stream.call(call)
+
+
+async def _leave(address: str, stream: ExecuteStream) -> None:
+    await stream.close()
 
 
 def unavailable(call_id: str, why: str, tool_name: str = "") -> tools_pb2.ToolResult:
