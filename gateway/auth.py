@@ -25,13 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc.aio
-from opentelemetry import baggage
-from opentelemetry import context as otel_context
 
 from services.runtime.errors import Unauthenticated
 from services.runtime.interceptors.base import CallNext, RpcInfo, RpcInterceptor
 from services.runtime.interceptors.errors import abort_with
-from services.runtime.tenancy import OPEN_PREFIXES, TENANT_BAGGAGE, check_tenant
+from services.runtime.tenancy import OPEN_PREFIXES, as_tenant, check_tenant
 
 TENANT: contextvars.ContextVar[str] = contextvars.ContextVar("agentmesh_tenant", default="")
 #: The only methods callable without a key: probes and reflection (exact services, not a name prefix).
@@ -129,10 +127,4 @@ class AuthInterceptor(RpcInterceptor):
         if tenant is None:
             await abort_with(context, Unauthenticated("invalid API key"))
             return None
-        reset = TENANT.set(tenant)
-        attached = otel_context.attach(baggage.set_baggage(TENANT_BAGGAGE, tenant))
-        try:
-            return await call_next()
-        finally:
-            otel_context.detach(attached)
-            TENANT.reset(reset)
+        return await as_tenant(tenant, call_next, TENANT)

@@ -66,6 +66,18 @@ def current_tenant() -> str:
     return TENANT.get()
 
 
+async def as_tenant(tenant: str, call_next: CallNext, var: contextvars.ContextVar[str] = TENANT) -> Any:
+    """Run the rest of the call as ``tenant``: in ``var`` for the servicer and in the trace baggage for the
+    next hop (replacing whatever the caller sent), both restored afterwards."""
+    reset = var.set(tenant)
+    token = otel_context.attach(baggage.set_baggage(TENANT_BAGGAGE, tenant))
+    try:
+        return await call_next()
+    finally:
+        otel_context.detach(token)
+        var.reset(reset)
+
+
 class TenantInterceptor(RpcInterceptor):
     """Requires a valid ``x-agentmesh-tenant`` on every method except ``open_prefixes``."""
 
@@ -85,13 +97,7 @@ class TenantInterceptor(RpcInterceptor):
             await abort_with(
                 context, Unauthenticated(f"{TENANT_HEADER}: not a valid tenant name", reason="TENANT_INVALID")
             )
-        reset = TENANT.set(tenant)
-        token = otel_context.attach(baggage.set_baggage(TENANT_BAGGAGE, tenant))
-        try:
-            return await call_next()
-        finally:
-            otel_context.detach(token)
-            TENANT.reset(reset)
+        return await as_tenant(tenant, call_next)
 
 
 class _StampTenant:
