@@ -160,8 +160,10 @@ def fill_messages(
 
 #: A string property a tool marks with this keyword is copied from the conversation, never composed:
 #: the fill's grammar lets the model pick only among the message's own word spans (``copy_constrained``).
-#: Its value is ``true`` or a regular expression the span must match ("a number, then a unit").
+#: Its value is ``true``, a regular expression the span must match ("a number, then a unit"), or
+#: ``COPY_MESSAGE``: the value is the asking text itself, whole (a search query).
 COPY_KEYWORD = "x-agentmesh-copy"
+COPY_MESSAGE = "message"
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
 _CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
@@ -213,10 +215,41 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
     for name, prop in schema.get("properties", {}).items():
         shape = prop.pop(COPY_KEYWORD, None) if isinstance(prop, dict) else None
         if shape and prop.get("type") == "string":
-            options = [span for span in spans(*sources) if _fits(prop, shape, span)][:MAX_SPANS]
+            if shape == COPY_MESSAGE:
+                whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
+                options = [whole] if whole and _fits(prop, True, whole) else []
+            else:
+                options = _maximal([span for span in spans(*sources) if _fits(prop, shape, span)])[:MAX_SPANS]
             if options:
                 schema["properties"][name] = {"type": "string", "enum": options}
     return json.dumps(schema)
+
+
+def _maximal(options: list[str]) -> list[str]:
+    """The options that are not part of a longer one: "Mexico City" and not "Mexico", "fluid ounces" and not
+    "ounces" — a shorter span inside a fitting longer one is the same mention, cut short."""
+    return [o for o in options if not any(o != other and f" {o} " in f" {other} " for other in options)]
+
+
+def determined(schema_json: str) -> dict[str, Any] | None:
+    """The arguments when the (copy-constrained) schema leaves one choice for every required property, else None.
+
+    Then a generation could only write what the grammar forces, so the fill
+    skips it: a kb query copied whole, a clock place named once. Optional
+    properties are left to the tool's defaults.
+    """
+    schema = json.loads(schema_json)
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not required:
+        return None
+    out: dict[str, Any] = {}
+    for name in required:
+        options = props.get(name, {}).get("enum") if isinstance(props.get(name), dict) else None
+        if not isinstance(options, list) or len(options) != 1:
+            return None
+        out[name] = options[0]
+    return out
 
 
 def parse_choice(text: str, candidates: Sequence[str]) -> list[str]:

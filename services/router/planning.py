@@ -27,6 +27,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from opentelemetry import trace
 
@@ -41,6 +42,7 @@ from services.router.planner import (
     choose_messages,
     choose_schema,
     copy_constrained,
+    determined,
     fill_messages,
     parse_arguments,
     parse_choice,
@@ -53,6 +55,14 @@ log = logging.getLogger(__name__)
 
 SELECTION_MODES = ("embedding", "llm")
 CHOOSE_MAX_TOKENS = 48
+
+#: A phrase that stands for the previous turn's result ("add 6 to that result", "double it"): the fill reads
+#: the number in its place, since a small model asked to carry it over copies it and forgets the operation.
+_THAT_RESULT = re.compile(
+    r"\b(?:that|the|this|previous|last)\s+(?:result|answer|number|total|value|amount)\b"
+    r"|\b(?:that|it)\b(?=\s*(?:[.?!,;]|$|\b(?:by|to|from|and|times|plus|minus|divided|squared|cubed)\b))",
+    re.IGNORECASE,
+)
 
 #: Words by which a message refers back to the previous answer ("add 6 to that result").
 _REFERS_BACK = re.compile(
@@ -87,6 +97,11 @@ class PlanInput:
     priority: common_pb2.Priority.ValueType
     previous_message: str = ""
     previous_answer: str = ""
+    #: The previous turn's successful calls, (tool name, arguments): a follow-up's fill sees how its tool
+    #: was called last time ("What about 7 kg?" keeps the unit asked for before).
+    previous_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: The previous turn's one numeric result (a tool output's ``result``), what "that result" means.
+    previous_result: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,18 +232,29 @@ class Planner:
     ) -> list[PlannedCall]:
         """Arguments for each named tool, filled concurrently; unparseable or ungrounded fills are dropped."""
         by_name = {t.name: t for t in specs}
+        previous = {name: args for name, args in turn.previous_calls}
         context = ""
-        if (turn.previous_message or turn.previous_answer) and _REFERS_BACK.search(turn.message):
-            # Both sides of the previous turn: "there" names a place the user said, "that" a number the answer said.
+        if (turn.previous_message or turn.previous_answer) and (
+            _REFERS_BACK.search(turn.message) or any(name in previous for name in names)
+        ):
+            # Both sides of the previous turn: "there" names a place the user said, "that" a number the answer
+            # said; and a tool used again right after its last call is a follow-up of it ("What about 7 kg?").
             context = " ".join(filter(None, (turn.previous_message, turn.previous_answer)))
 
         async def fill_one(name: str) -> str:
             tool, text = by_name[name], segments.get(name, turn.message)
-            shots = None
+            if turn.previous_result:
+                text = _THAT_RESULT.sub(turn.previous_result, text)
+            schema = copy_constrained(tool.parameters_json_schema, text, context)
+            known = determined(schema)
+            if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
+                return json.dumps(known)
+            shots: list[tuple[str, dict[str, Any]]] | None = None
             if self._selector is not None:  # nearest in meaning beats nearest in words (EVAL.md)
                 shots = await self._selector.nearest(text, worked_examples(tool), FILL_EXAMPLES)
+            if context and name in previous:  # the last call of this tool is the nearest example of all
+                shots = [*(shots or [])[1:], (turn.previous_message, previous[name])]
             messages = fill_messages(tool, text, context, shots)
-            schema = copy_constrained(tool.parameters_json_schema, text, context)
             return await self.structured(messages, schema, turn.priority, counters, self._fill_max_tokens)
 
         texts = await asyncio.gather(*(fill_one(name) for name in names))

@@ -106,6 +106,13 @@ _LEADING = re.compile(r"^(?:(?:and|also|plus|then)\b\s*)+", re.IGNORECASE)
 _MIN_CLAUSE_WORDS = 3
 
 
+def _short(clause: str) -> bool:
+    """Too short to be an ask of its own: under three words, or two without a number ("calculate 88*12"
+    is an ask; "and Paris" is not)."""
+    n = len(clause.split())
+    return n < _MIN_CLAUSE_WORDS and not (n == 2 and any(c.isdigit() for c in clause))
+
+
 def clauses(message: str) -> list[str]:
     """The message's clauses when it has more than one, else []. Short fragments join their neighbour."""
     parts = [_LEADING.sub("", p.strip(" ,.")) for p in _SPLIT.split(message)]
@@ -113,7 +120,7 @@ def clauses(message: str) -> list[str]:
     for part in parts:
         if not part:
             continue
-        if merged and (len(part.split()) < _MIN_CLAUSE_WORDS or len(merged[-1].split()) < _MIN_CLAUSE_WORDS):
+        if merged and (_short(part) or _short(merged[-1])):
             merged[-1] = f"{merged[-1]} and {part}"
         else:
             merged.append(part)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from aiohttp import web
 
-from services.tools.builtin import calculator, clock, default_tools, http_get, kb_search, unit_convert
+from services.tools.builtin import calculator, clock, default_tools, http_get, kb_search, places, unit_convert
 from services.tools.builtin.http_get import Allowlist, check_url
 from services.tools.registry import ToolDefinition, ToolError, ToolRegistry
 
@@ -159,7 +160,6 @@ def test_calculator_everyday_notation(expression: str, result: float) -> None:
     [
         ("1,2345", "Tuple is not allowed"),  # not a thousands group: refused, not guessed
         ("15% off 80", "not a valid expression"),
-        ("half of 10", "not a valid expression"),
         ("2^9999", "exponent 9999 is too large"),
     ],
 )
@@ -447,3 +447,72 @@ def test_http_get_examples_are_fetchable_urls() -> None:
 )
 def test_summarizers_are_total(name: str, output: Any) -> None:
     assert SUMMARIZERS[name](output) == ""
+
+
+# --- everyday wording, places, whole-question search --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("2 to the power of 10", 1024),
+        ("What is 2 to the power of 10?", 1024),
+        ("half of 10", 5),
+        ("15 percent of 80", 12),
+        ("What's the square root of 144?", 12),
+        ("144 divided by 12", 12),
+        ("3 squared plus 4 squared", 25),
+        ("subtract 19 from 100", 81),
+        ("add 6 to 144", 150),
+        ("a third of 90", 30),
+        ("7 to the 3rd power", 343),
+        ("multiply 56 by 12", 672),
+        ("5 x 8", 40),
+        ("Please calculate 9876 - 1234", 8642),
+        ("half of ten", 5),
+    ],
+)
+def test_calculator_reads_everyday_wording(expression: str, value: float) -> None:
+    assert calculator.evaluate(expression) == value
+
+
+def test_calculator_wording_never_guesses_an_unknown_word() -> None:
+    with pytest.raises(ToolError, match=r"not a valid expression|unknown name"):
+        calculator.evaluate("add 6 to that result")
+
+
+@pytest.mark.parametrize(
+    ("place", "zone"),
+    [
+        ("India", "Asia/Kolkata"),
+        ("san francisco", "America/Los_Angeles"),
+        ("Mexico City", "America/Mexico_City"),
+        ("São Paulo", "America/Sao_Paulo"),
+        ("Buenos Aires", "America/Argentina/Buenos_Aires"),
+        ("PST", "America/Los_Angeles"),
+        ("Mexico/Mexico", "America/Mexico_City"),  # a made-up zone whose city part is a place
+    ],
+)
+def test_clock_resolves_what_people_call_a_place(place: str, zone: str) -> None:
+    assert clock.resolve_zone(place).key == zone
+
+
+def test_the_clock_copy_pattern_knows_places_and_not_everyday_words() -> None:
+    pattern = places.place_pattern()
+    assert all(re.search(pattern, p) for p in ("Tokyo", "new york", "new_york", "Japan", "UTC"))
+    assert not any(re.search(pattern, w) for w in ("time", "center", "Easter", "right now", "Tokyo time"))
+
+
+@pytest.mark.parametrize(
+    ("question", "title"),
+    [
+        ("Which port does the AgentMesh gateway listen on?", "Ports"),
+        ("How does AgentMesh cope when it's overloaded?", "Priorities and shedding"),
+        ("What tools does AgentMesh come with?", "Tools"),
+        ("How does AgentMesh make use of prefix caching?", "Prefix caching"),
+        ("Tell me about AgentMesh", "AgentMesh overview"),  # the corpus's own name is all the query has
+    ],
+)
+async def test_kb_search_ranks_a_whole_question_by_its_telling_words(question: str, title: str) -> None:
+    out = await kb_search.make_tool().fn({"query": question})
+    assert out["results"][0]["title"] == title

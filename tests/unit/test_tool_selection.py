@@ -15,10 +15,10 @@ from agentmesh.tools.v1 import tools_pb2
 from services.router.embedding import Vectors
 from services.router.grounding import numbers_in, ungrounded
 from services.router.intent_words import intent_words, words
-from services.router.planner import COPY_KEYWORD, copy_constrained, spans
+from services.router.planner import COPY_KEYWORD, copy_constrained, determined, spans
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
 from services.router.selector import Decision, SelectorSettings, ToolSelector, clauses
-from services.tools.builtin import unit_convert
+from services.tools.builtin import clock, kb_search, unit_convert
 
 
 class BagOfWords:
@@ -254,3 +254,30 @@ async def test_a_message_near_a_tool_in_topic_but_not_in_intent_is_left_to_the_m
     assert shares.decision is Decision.TOOLS
     held = await s.select("good restaurants in Paris and Tokyo")
     assert held.decision is Decision.AMBIGUOUS and held.candidates == ("clock",)
+
+
+# --- copied arguments that leave one choice need no generation -----------------------------------
+
+
+def test_a_message_copy_property_is_the_asking_text_whole() -> None:
+    schema = json.loads(copy_constrained(json.dumps(kb_search.make_tool().parameters), "Which port does it use?"))
+    assert schema["properties"]["query"] == {"type": "string", "enum": ["Which port does it use"]}
+    assert determined(json.dumps(schema)) == {"query": "Which port does it use"}  # top_k is optional: left out
+
+
+def test_a_clock_place_is_copied_from_the_message_or_from_the_turn_it_follows() -> None:
+    params = json.dumps(clock.make_tool().parameters)
+    one = copy_constrained(params, "What time is it in Mexico City right now?")
+    assert determined(one) == {"timezone": "Mexico City"}  # "time", "right now" and "City" alone are no places
+    follow_up = copy_constrained(params, "What time is it there?", "I'm planning a trip to Rome next month.")
+    assert determined(follow_up) == {"timezone": "Rome"}
+    two = json.loads(copy_constrained(params, "Is it later in Tokyo or in Paris?"))
+    assert two["properties"]["timezone"]["enum"] == ["Tokyo", "Paris"] and determined(json.dumps(two)) is None
+    assert determined(copy_constrained(params, "What's the date today?")) is None  # no place: the model writes one
+
+
+def test_determined_needs_every_required_property_pinned() -> None:
+    pinned = {"type": "object", "properties": {"a": {"enum": ["x"]}, "b": {"enum": ["y", "z"]}}, "required": ["a"]}
+    assert determined(json.dumps(pinned)) == {"a": "x"}
+    assert determined(json.dumps({**pinned, "required": ["a", "b"]})) is None
+    assert determined(json.dumps({**pinned, "required": []})) is None

@@ -7,7 +7,8 @@ comprehensions are rejected with a clear message. Exponents and results are
 bounded so "9**9**9" cannot eat the CPU.
 
 Before parsing, the way people (and small models) write arithmetic is
-rewritten into Python, so "2^10", "15% of 80" and "1,234 × 2" work:
+rewritten into Python, so "2 to the power of 10", "half of 10", "2^10",
+"15% of 80" and "1,234 × 2" work (the wording in ``math_words.py``):
 
 - ``^`` is power (never XOR), ``×``/``·`` multiply, ``÷`` divides, ``−`` is minus.
 - ``%`` right after a number is a **percent sign** when what follows it is
@@ -36,6 +37,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from services.tools.builtin.math_words import rewrite
 from services.tools.numbers import significant
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
@@ -121,8 +123,9 @@ _PERCENT = re.compile(rf"(?<![\w.])({_NUMBER})\s*%(?=\s*(?:of\b|[-+*/%),]|$))(\s
 
 
 def normalize(expression: str) -> str:
-    """Rewrite everyday notation into Python arithmetic (the rules are in the module docstring)."""
-    text = expression.strip().translate(_SYMBOLS)
+    """Rewrite everyday wording (``math_words``) and notation into Python arithmetic (the rules are in the
+    module docstring)."""
+    text = rewrite(expression).translate(_SYMBOLS)
     if not _CALL.search(text):
         text = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), text)
     return _PERCENT.sub(lambda m: f"({m.group(1)}/100)" + ("*" if m.group(2) else ""), text)

@@ -1,9 +1,12 @@
-"""clock: the current time in a named IANA time zone (from the system's tz database).
+"""clock: the current time in a place or IANA time zone (from the system's tz database).
 
-A name that is not an IANA zone but is a zone's city ("Tokyo", "new york") or
-an IANA name in the wrong case ("asia/tokyo") is resolved to that zone, since a
-small model filling the argument often writes the city the user wrote; the
-output names the zone actually used. Anything else is a ``ToolError``.
+The argument is what the user named: a zone's city ("Tokyo", "new york"), a
+country or a city of another zone ("India", "San Francisco", ``places.py``),
+an abbreviation ("PST"), or an IANA name in any case ("asia/tokyo"). Its
+schema marks it to be copied from the conversation when a known place is in
+it (the router's fill then picks among the places the user wrote instead of
+composing a zone name); the output names the zone actually used. Anything
+else is a ``ToolError`` that says what to send instead.
 """
 
 from __future__ import annotations
@@ -15,39 +18,30 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from services.tools.builtin.places import place_pattern, zone_for
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
-
-_AREAS = frozenset(["Africa", "America", "Antarctica", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific"])
-
-
-@functools.cache
-def _zones_by_lower_name() -> dict[str, str]:
-    """Lower-cased IANA names and city parts ("new_york", "new york") → the IANA name; built on first need."""
-    names = zoneinfo.available_timezones()
-    index = {name.lower(): name for name in names}
-    # Cities only from the geographic areas, so "Eastern" never lands on a legacy alias ("Canada/Eastern").
-    for name in sorted(n for n in names if n.split("/", 1)[0] in _AREAS):
-        city = name.rsplit("/", 1)[-1].lower()
-        index.setdefault(city, name)
-        index.setdefault(city.replace("_", " "), name)
-    return index
 
 
 def resolve_zone(name: str) -> ZoneInfo:
-    """The zone ``name`` means: an exact IANA name, else a case-insensitive name or city match (also the city
-    of an area/city name whose area is wrong: a small model writes "Asia/Berlin" for Berlin)."""
+    """The zone ``name`` means: an exact IANA name, a case-insensitive one, a place ``places.zone_for`` knows
+    (a zone's city, a country, a big city of another zone, "PST"), or the city of an area/city name whose
+    area is wrong (a small model writes "Asia/Berlin" for Berlin)."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         pass
-    by_name = _zones_by_lower_name()
-    wanted = " ".join(name.split()).lower()
-    match = by_name.get(wanted)
-    if match is None and "/" in wanted:  # "Asia/Berlin": a real city under the wrong area is still that city
-        match = by_name.get(wanted.rsplit("/", 1)[1].replace("_", " "))
+    exact = {n.lower(): n for n in _zone_names()}.get(name.strip().lower())
+    match = exact or zone_for(name)
+    if match is None and "/" in name:  # "Asia/Berlin": a real city under the wrong area is still that city
+        match = zone_for(name.rsplit("/", 1)[1])
     if match is None:
-        raise ToolError(f"unknown time zone {name!r}; use an IANA name such as 'Asia/Tokyo'")
+        raise ToolError(f"unknown time zone {name!r}; name a city, a country or an IANA zone such as 'Asia/Tokyo'")
     return ZoneInfo(match)
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
 
 
 def summarize(output: Any) -> str:
@@ -65,25 +59,26 @@ def _ex(text: str, timezone: str) -> ToolExample:
     return ToolExample(text, {"timezone": timezone})
 
 
-# A question that names no place gets UTC: the tool cannot know where the user is.
+# The place as the user wrote it; a question that names no place gets UTC: the tool cannot know where
+# the user is.
 EXAMPLES = (
-    _ex("What time is it in Tokyo?", "Asia/Tokyo"),
-    _ex("what's the time in new york right now", "America/New_York"),
-    _ex("Current time in London please", "Europe/London"),
-    _ex("what time is it in paris", "Europe/Paris"),
-    _ex("Tell me the time in Los Angeles.", "America/Los_Angeles"),
-    _ex("What's the local time in Berlin?", "Europe/Berlin"),
-    _ex("Is it morning in Sydney right now?", "Australia/Sydney"),
-    _ex("What time is it in India?", "Asia/Kolkata"),
-    _ex("hey what time is it over in chicago", "America/Chicago"),
-    _ex("Can you tell me the current time in Dubai?", "Asia/Dubai"),
-    _ex("what's the time in beijing", "Asia/Shanghai"),
-    _ex("Is it late in Singapore now?", "Asia/Singapore"),
-    _ex("What day of the week is it in Auckland?", "Pacific/Auckland"),
-    _ex("what's today's date in São Paulo", "America/Sao_Paulo"),
-    _ex("Is it still Friday in Hawaii?", "Pacific/Honolulu"),
-    _ex("time in Moscow?", "Europe/Moscow"),
-    _ex("What time is it in Toronto", "America/Toronto"),
+    _ex("What time is it in Tokyo?", "Tokyo"),
+    _ex("what's the time in new york right now", "new york"),
+    _ex("Current time in London please", "London"),
+    _ex("what time is it in paris", "paris"),
+    _ex("Tell me the time in Los Angeles.", "Los Angeles"),
+    _ex("What's the local time in Berlin?", "Berlin"),
+    _ex("Is it morning in Sydney right now?", "Sydney"),
+    _ex("What time is it in India?", "India"),
+    _ex("hey what time is it over in chicago", "chicago"),
+    _ex("Can you tell me the current time in Dubai?", "Dubai"),
+    _ex("what's the time in beijing", "beijing"),
+    _ex("Is it late in Singapore now?", "Singapore"),
+    _ex("What day of the week is it in Auckland?", "Auckland"),
+    _ex("what's today's date in São Paulo", "São Paulo"),
+    _ex("Is it still Friday in Hawaii?", "Hawaii"),
+    _ex("time in Moscow?", "Moscow"),
+    _ex("What time is it in Toronto", "Toronto"),
     _ex("What's the date today?", "UTC"),
     _ex("What day is it?", "UTC"),
     _ex("what time is it in UTC", "UTC"),
@@ -125,7 +120,7 @@ def make_tool(now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) 
 
     return ToolDefinition(
         name="clock",
-        description="Current date and time in an IANA time zone, e.g. 'Asia/Tokyo' or 'Europe/Paris'.",
+        description="Current date and time in a city, country or IANA time zone, e.g. 'Tokyo' or 'Europe/Paris'.",
         parameters={
             "type": "object",
             "properties": {
@@ -133,7 +128,8 @@ def make_tool(now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) 
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 64,
-                    "description": "IANA time zone of the place asked about, e.g. Europe/Berlin; UTC if none",
+                    "description": "the place asked about as the user wrote it, or an IANA zone; UTC if none",
+                    "x-agentmesh-copy": place_pattern(),
                 }
             },
             "required": ["timezone"],

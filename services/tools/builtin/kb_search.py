@@ -3,6 +3,13 @@
 The shipped corpus (``services/tools/kb/``) is AgentMesh's own documentation,
 split into sections at headings; the index is built once when the tool is
 created. BM25 (k1 = 1.5, b = 0.75) needs no model and works offline.
+
+The router copies the user's question whole as the query (its schema marks
+``query`` so), so a question's filler words must not decide the ranking: terms
+are lightly stemmed ("listens" is "listen"), and a query term found in more
+than half of the sections ("AgentMesh" in its own docs, where every section
+is indexed with its file's name) does not rank them, unless the query has no
+other term. Titles count three times.
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ from services.tools.registry import ToolDefinition, ToolExample
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 WORD = re.compile(r"[a-z0-9]+")
 #: Words too common to rank a section by (BM25 would still count them).
-_STOP_WORDS = "a an and are as at be by for from how in is it of on or that the this to what when where which with"
+_STOP_WORDS = (
+    "a an and are as at be by for from how in is it of on or that the this to what when where which with"
+    # a question's own filler: the router sends the question whole
+    " about can could did do does i me my there tell us we would you your"
+)
 STOP = frozenset(re.findall(r"[a-z]+", _STOP_WORDS))
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(])")
 MAX_SUMMARY_SENTENCE = 300
@@ -27,6 +38,14 @@ MAX_SUMMARY_SENTENCE = 300
 
 def words(text: str) -> list[str]:
     return [w for w in WORD.findall(text.lower()) if w not in STOP]
+
+
+_SUFFIX = re.compile(r"(?<=[a-z]{4})(?:ing|ed|es|s)$")
+
+
+def terms(text: str) -> list[str]:
+    """``words`` with plural and tense endings off, so a question's "listens" finds the docs' "listen"."""
+    return [_SUFFIX.sub("", w) for w in words(text)]
 
 
 @dataclass(frozen=True)
@@ -56,7 +75,9 @@ class Bm25Index:
     def __init__(self, sections: list[Section], k1: float = 1.5, b: float = 0.75) -> None:
         self.sections = sections
         self.k1, self.b = k1, b
-        self.docs = [Counter(words(s.title + " " + s.text)) for s in sections]
+        # A section is indexed with its title three times (a title names what the section answers) and its file's
+        # name (what every section of the file is about: "agentmesh" — so common that it ranks nothing).
+        self.docs = [Counter(terms(f"{s.title} " * 3 + f"{Path(s.source).stem} {s.text}")) for s in sections]
         self.lengths = [sum(d.values()) for d in self.docs]
         self.avg = sum(self.lengths) / len(self.lengths) if self.lengths else 0.0
         df: Counter[str] = Counter()
@@ -64,13 +85,19 @@ class Bm25Index:
             df.update(d.keys())
         n = len(self.docs)
         self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+        self.common = frozenset(w for w, f in df.items() if f > n / 2)
 
     def search(self, query: str, top_k: int) -> list[tuple[float, Section]]:
-        terms = words(query)
+        """The best ``top_k`` sections for the query's telling terms; for all its terms if those find none."""
+        found = terms(query)
+        telling = [t for t in found if t not in self.common]
+        return (telling and self._rank(telling, top_k)) or self._rank(found, top_k)
+
+    def _rank(self, wanted: list[str], top_k: int) -> list[tuple[float, Section]]:
         scored = []
         for doc, length, section in zip(self.docs, self.lengths, self.sections, strict=True):
             score = 0.0
-            for t in terms:
+            for t in wanted:
                 tf = doc.get(t, 0)
                 if tf:
                     norm = tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * length / self.avg))
@@ -89,8 +116,8 @@ def best_sentence(text: str, query: str) -> str:
     that answers it.
     """
     sentences = _SENTENCE_END.split(" ".join(text.split()))
-    terms = set(words(query))
-    sentence = max(sentences, key=lambda s: len(terms.intersection(words(s))))
+    wanted = set(terms(query))
+    sentence = max(sentences, key=lambda s: len(wanted.intersection(terms(s))))
     if len(sentence) > MAX_SUMMARY_SENTENCE:
         sentence = sentence[: MAX_SUMMARY_SENTENCE - 1].rstrip() + "…"
     return sentence
@@ -108,34 +135,35 @@ def summarize(output: Any) -> str:
     return f'The AgentMesh docs say, under "{title}": {best_sentence(text, query if isinstance(query, str) else "")}'
 
 
-def _ex(text: str, query: str) -> ToolExample:
-    return ToolExample(text, {"query": query})
+def _ex(text: str) -> ToolExample:
+    """A question and its call: the query is the question itself, as the router copies it."""
+    return ToolExample(text, {"query": text.strip().rstrip("?.!")})
 
 
-# Questions about AgentMesh itself, answered from its own docs; the queries are the few words that matter.
+# Questions about AgentMesh itself, answered from its own docs.
 EXAMPLES = (
-    _ex("How does AgentMesh pick an inference replica?", "pick inference replica"),
-    _ex("What port does the AgentMesh gateway listen on?", "gateway port"),
-    _ex("which ports do the agentmesh services use", "service ports"),
-    _ex("How are rate limits enforced in AgentMesh?", "rate limits tenant"),
-    _ex("does agentmesh cache prompt prefixes?", "prefix caching"),
-    _ex("How big is a KV cache block on CPU in AgentMesh?", "KV cache block size CPU"),
-    _ex("What happens when AgentMesh is overloaded?", "overload shedding priority"),
-    _ex("What priority classes does the AgentMesh gateway support?", "priority classes"),
-    _ex("How do sessions work in AgentMesh?", "sessions"),
-    _ex("What does the AgentMesh tool executor do when a tool times out?", "tool executor timeout retries"),
-    _ex("Is there a circuit breaker in the tool executor?", "tool executor circuit breaker"),
-    _ex("Which tools are built into AgentMesh?", "built-in tools"),
-    _ex("Does the http_get tool protect against SSRF?", "http_get SSRF allowlist"),
-    _ex("How does the AgentMesh router decide which tools to call?", "router plan tool calls"),
-    _ex("how do I deploy agentmesh on kubernetes", "deploy kubernetes"),
-    _ex("Which metrics does AgentMesh export, and where?", "prometheus metrics port"),
-    _ex("How does AgentMesh handle deadlines across service hops?", "deadlines timeout hops"),
-    _ex("What happens to the work when an AgentMesh client cancels?", "client cancels"),
-    _ex("How does authentication work at the AgentMesh gateway?", "gateway API key auth"),
-    _ex("What does the AgentMesh gateway do?", "gateway"),
-    _ex("give me an overview of the agentmesh architecture", "overview services"),
-    _ex("How does AgentMesh stream answer tokens back to the client?", "Converse stream tokens"),
+    _ex("How does AgentMesh pick an inference replica?"),
+    _ex("What port does the AgentMesh gateway listen on?"),
+    _ex("which ports do the agentmesh services use"),
+    _ex("How are rate limits enforced in AgentMesh?"),
+    _ex("does agentmesh cache prompt prefixes?"),
+    _ex("How big is a KV cache block on CPU in AgentMesh?"),
+    _ex("What happens when AgentMesh is overloaded?"),
+    _ex("What priority classes does the AgentMesh gateway support?"),
+    _ex("How do sessions work in AgentMesh?"),
+    _ex("What does the AgentMesh tool executor do when a tool times out?"),
+    _ex("Is there a circuit breaker in the tool executor?"),
+    _ex("Which tools are built into AgentMesh?"),
+    _ex("Does the http_get tool protect against SSRF?"),
+    _ex("How does the AgentMesh router decide which tools to call?"),
+    _ex("how do I deploy agentmesh on kubernetes"),
+    _ex("Which metrics does AgentMesh export, and where?"),
+    _ex("How does AgentMesh handle deadlines across service hops?"),
+    _ex("What happens to the work when an AgentMesh client cancels?"),
+    _ex("How does authentication work at the AgentMesh gateway?"),
+    _ex("What does the AgentMesh gateway do?"),
+    _ex("give me an overview of the agentmesh architecture"),
+    _ex("How does AgentMesh stream answer tokens back to the client?"),
 )
 
 NEGATIVE_EXAMPLES = (
@@ -174,7 +202,13 @@ def make_tool(folder: Path = KB_DIR) -> ToolDefinition:
         parameters={
             "type": "object",
             "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": 500},
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 500,
+                    "description": "the user's question, as they asked it",
+                    "x-agentmesh-copy": "message",
+                },
                 "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
             },
             "required": ["query"],

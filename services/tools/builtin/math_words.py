@@ -1,0 +1,92 @@
+"""Everyday arithmetic wording → the calculator's notation: "2 to the power of 10" is "2**10".
+
+Why in the tool: a small model copies the user's words far more reliably than
+it composes an expression, and a large one writes notation anyway; the tool
+accepting both makes the argument right either way, whoever fills it. Only
+whole phrases around numbers (or parenthesised groups) are rewritten, in an
+order where longer phrases go first ("square root of" before "root of",
+"divided by" before "by"); a leading question ("what is", "calculate") and a
+trailing "?" or "=" are dropped. What is left is parsed by the calculator's
+own strict grammar, so an unknown word is still a clear error, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NUM = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+#: An operand: a number, a parenthesised group without nesting, or a function call of one.
+_OPERAND = rf"(?:{_NUM}%?|\([^()]*\)|[a-z]+\([^()]*\))"
+
+_LEAD = re.compile(
+    r"^\s*(?:(?:please|hey|ok|okay|so|now)\s*,?\s+)*(?:what(?:'s| is| are)|how much is|how much are|calculate|"
+    r"compute|work out|evaluate|figure out|solve|find|tell me|can you (?:calculate|compute|work out|tell me))\b\s*"
+    r"(?:the\s+)?",
+    re.IGNORECASE,
+)
+_TAIL = re.compile(r"\s*(?:please|for me)?\s*[?=.!]*\s*$", re.IGNORECASE)
+
+_NUMBER_WORDS = {
+    "zero": "0",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "twenty": "20",
+    "hundred": "100",
+}
+
+#: (pattern, replacement) in order; each pattern sees the text as the earlier ones left it.
+_REWRITES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), r)
+    for p, r in (
+        (rf"\bsquare root of\s+({_OPERAND})", r"sqrt(\1)"),
+        (rf"\bcube root of\s+({_OPERAND})", r"(\1)**(1/3)"),
+        (rf"\b(?:the )?root of\s+({_OPERAND})", r"sqrt(\1)"),
+        (rf"\bsqrt of\s+({_OPERAND})", r"sqrt(\1)"),
+        (rf"({_OPERAND})\s+to the power of\s+({_OPERAND})", r"\1**\2"),
+        (rf"({_OPERAND})\s+(?:raised )?to the\s+({_NUM})(?:st|nd|rd|th)?(?: power)?\b", r"\1**\2"),
+        (rf"({_OPERAND})\s+squared\b", r"\1**2"),
+        (rf"({_OPERAND})\s+cubed\b", r"\1**3"),
+        (rf"\bhalf of\s+({_OPERAND})", r"\1/2"),
+        (rf"\b(?:a |one )?third of\s+({_OPERAND})", r"\1/3"),
+        (rf"\b(?:a |one )?quarter of\s+({_OPERAND})", r"\1/4"),
+        (rf"\b(?:double|twice)\s+({_OPERAND})", r"2*\1"),
+        (rf"\btriple\s+({_OPERAND})", r"3*\1"),
+        (rf"({_NUM})\s*(?:percent|per cent|pct)\b", r"\1%"),
+        (rf"\badd\s+({_OPERAND})\s+(?:to|and)\s+({_OPERAND})", r"\2+\1"),
+        (rf"\bsubtract\s+({_OPERAND})\s+from\s+({_OPERAND})", r"\2-\1"),
+        (rf"\btake\s+({_OPERAND})\s+(?:away )?from\s+({_OPERAND})", r"\2-\1"),
+        (rf"\bmultiply\s+({_OPERAND})\s+(?:by|and|with)\s+({_OPERAND})", r"\1*\2"),
+        (rf"\bdivide\s+({_OPERAND})\s+by\s+({_OPERAND})", r"\1/\2"),
+        (rf"\b(?:the )?(?:sum) of\s+({_OPERAND})\s+and\s+({_OPERAND})", r"\1+\2"),
+        (rf"\b(?:the )?(?:product) of\s+({_OPERAND})\s+and\s+({_OPERAND})", r"\1*\2"),
+        (r"\s+(?:multiplied by|times)\s+", "*"),
+        (r"\s+(?:divided by|over)\s+", "/"),
+        (r"\s+(?:plus|added to)\s+", "+"),
+        (r"\s+minus\s+", "-"),
+        (r"\s+(?:mod|modulo)\s+", "%"),
+        (rf"(?<=\d)\s*x\s*(?={_NUM})", "*"),
+    )
+)
+
+
+def rewrite(expression: str) -> str:
+    """``expression`` with everyday wording turned into notation; notation passes through unchanged."""
+    text = _TAIL.sub("", _LEAD.sub("", expression.strip()))
+    text = re.sub(
+        r"\b(" + "|".join(_NUMBER_WORDS) + r")\b",
+        lambda m: _NUMBER_WORDS[m.group(1).lower()],
+        text,
+        flags=re.IGNORECASE,
+    )
+    for pattern, replacement in _REWRITES:
+        text = pattern.sub(replacement, text)
+    return text.strip()

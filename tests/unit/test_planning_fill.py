@@ -1,0 +1,97 @@
+"""The fill step against a scripted generator: what the model is shown, and when it is not asked at all."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from agentmesh.common.v1 import common_pb2
+from services.router.agent_loop import previous_calls, previous_result
+from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
+from services.router.planning import PlanInput, Planner, TurnCounters
+from services.router.session_records import ToolRecord, TurnRecord
+from services.tools.builtin import calculator, clock, kb_search, unit_convert
+from services.tools.convert import spec_to_proto
+
+OK = common_pb2.TOOL_CALL_STATUS_OK
+
+
+class Scripted:
+    """Answers every generation with the next scripted text; keeps the specs it was asked."""
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = list(texts)
+        self.asked: list[GenerationSpec] = []
+
+    async def stream(self, spec: GenerationSpec) -> AsyncIterator[GenerationEvent]:
+        self.asked.append(spec)
+        done = GenerationDone(common_pb2.Usage(), common_pb2.FINISH_REASON_STOP, 0.0, "r0", "test")
+        yield GenerationEvent(text=self.texts.pop(0), done=done)
+
+
+def planner(gen: Scripted) -> Planner:
+    return Planner(cast(Generator, gen), None)
+
+
+SPECS = [spec_to_proto(t) for t in (calculator.TOOL, clock.make_tool(), unit_convert.TOOL, kb_search.make_tool())]
+
+
+def turn(message: str, last: TurnRecord | None = None) -> PlanInput:
+    return PlanInput(
+        message=message,
+        mode="auto",
+        named_tool="",
+        priority=common_pb2.PRIORITY_P1,
+        previous_message=last.user_message if last else "",
+        previous_answer=last.answer if last else "",
+        previous_calls=previous_calls(last),
+        previous_result=previous_result(last),
+    )
+
+
+def record(message: str, answer: str, tool: str, arguments: dict[str, Any], output: dict[str, Any]) -> TurnRecord:
+    call = ToolRecord("c1", tool, json.dumps(arguments), status=OK, output_json=json.dumps(output))
+    return TurnRecord(turn_id="t1", user_message=message, answer=answer, tool_calls=[call])
+
+
+async def test_a_fill_the_grammar_leaves_one_choice_for_runs_no_generation() -> None:
+    gen = Scripted()
+    counters = TurnCounters()
+    calls = await planner(gen).fill(SPECS, ["kb_search", "clock"], {}, turn("What time is it in Lisbon?"), counters)
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("kb_search", {"query": "What time is it in Lisbon"}),
+        ("clock", {"timezone": "Lisbon"}),
+    ]
+    assert gen.asked == [] and counters.generations == 0
+
+
+async def test_that_result_is_read_as_the_previous_number_and_the_last_call_is_the_nearest_example() -> None:
+    last = record("What is 12*12?", "12*12 = 144.", "calculator", {"expression": "12*12"}, {"result": 144})
+    gen = Scripted('{"expression":"144+6"}')
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Now add 6 to that result.", last), TurnCounters())
+    assert calls[0].arguments == {"expression": "144+6"}
+    prompt = [m.content for m in gen.asked[0].messages]
+    assert prompt[-1].endswith("Now: Now add 6 to 144.")  # the reference resolved before the model reads it
+    assert prompt[-3:-1] == ["What is 12*12?", '{"expression":"12*12"}']  # the previous call, nearest of all
+
+
+async def test_a_follow_up_of_the_same_tool_may_copy_from_the_turn_it_follows() -> None:
+    last = record("How many pounds is 2 kg?", "2 kg = 4.40925 lb.", "unit_convert", {}, {"result": 4.40925})
+    last.tool_calls[0].arguments_json = json.dumps({"quantity": "2 kg", "to_unit": "pounds"})
+    gen = Scripted('{"quantity":"7 kg","to_unit":"pounds"}')
+    calls = await planner(gen).fill(SPECS, ["unit_convert"], {}, turn("What about 7 kg?", last), TurnCounters())
+    assert calls[0].arguments == {"quantity": "7 kg", "to_unit": "pounds"}
+    schema = json.loads(gen.asked[0].json_schema)
+    assert "pounds" in schema["properties"]["to_unit"]["enum"]  # the unit asked for before is copyable
+
+
+def test_previous_result_is_one_numeric_result_or_nothing() -> None:
+    one = record("What is 2 kg in lb?", "", "unit_convert", {}, {"result": 4.40925})
+    assert previous_result(one) == "4.40925"
+    assert previous_result(None) == ""
+    clock_turn = record("time in Oslo?", "", "clock", {}, {"time": "14:03"})
+    assert previous_result(clock_turn) == ""
+    two = record("", "", "calculator", {}, {"result": 1})
+    two.tool_calls.append(ToolRecord("c2", "calculator", "{}", status=OK, output_json='{"result": 2}'))
+    assert previous_result(two) == ""  # which one "that" means is not ours to guess
