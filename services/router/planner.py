@@ -226,9 +226,11 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
 
 
 def _maximal(options: list[str]) -> list[str]:
-    """The options that are not part of a longer one: "Mexico City" and not "Mexico", "fluid ounces" and not
-    "ounces" — a shorter span inside a fitting longer one is the same mention, cut short."""
-    return [o for o in options if not any(o != other and f" {o} " in f" {other} " for other in options)]
+    """The options that are not part of a longer one that is a single mention: "Mexico City" and not "Mexico",
+    "fluid ounces" and not "ounces" — a shorter span inside it is the same mention, cut short. A longer span
+    with a glue word inside ("meters to feet") is two mentions and hides neither."""
+    single = [o for o in options if not any(_GLUE.fullmatch(w) for w in o.split()[1:-1])]
+    return [o for o in options if not any(o != other and f" {o} " in f" {other} " for other in single)]
 
 
 def determined(schema_json: str) -> dict[str, Any] | None:

@@ -106,11 +106,14 @@ _LEADING = re.compile(r"^(?:(?:and|also|plus|then)\b\s*)+", re.IGNORECASE)
 _MIN_CLAUSE_WORDS = 3
 
 
+_NOT_A_WORD = re.compile(r"[\d/*+=^%:]")
+
+
 def _short(clause: str) -> bool:
-    """Too short to be an ask of its own: under three words, or two without a number ("calculate 88*12"
-    is an ask; "and Paris" is not)."""
+    """Too short to be an ask of its own: under three words, or two of which none is a number, an
+    expression or a URL ("calculate 88*12" and "fetch https://example.com" are asks; "and Paris" is not)."""
     n = len(clause.split())
-    return n < _MIN_CLAUSE_WORDS and not (n == 2 and any(c.isdigit() for c in clause))
+    return n < _MIN_CLAUSE_WORDS and not (n == 2 and _NOT_A_WORD.search(clause))
 
 
 def clauses(message: str) -> list[str]:
