@@ -13,8 +13,11 @@ Selection, by ``--tool-selection``:
 - ``llm``: the constrained choice decides every message (the previous path,
   kept for comparison in ``make eval``).
 
-Fill is one schema-constrained generation per chosen tool, all concurrent.
-A fill that does not parse, or that carries a number the conversation does not
+Fill is one schema-constrained generation per chosen tool, all concurrent —
+or none, when the copy-constrained schema leaves one choice (one place, one
+URL, the question as a search query). A follow-up's fill reads "that result"
+as the previous turn's number and sees the tool's previous call as its nearest
+worked example. A fill that does not parse, or that carries a number the conversation does not
 ground (``grounding.py``), is dropped and counted, never run.
 """
 

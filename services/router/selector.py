@@ -27,7 +27,7 @@ margin, the LLM only for the ambiguous band):
   score beats it by ``margin``. Anything else is *ambiguous*.
 - Several asks in one message. "What is 23*47 and what time is it in Tokyo?"
   embeds as a blend of two intents and may clear neither threshold, so the
-  message is also split into clauses (at "and", "also", ";", "?"…) and each
+  message is also split into clauses (at "and", "also", ";", "?", ", "…) and each
   clause is decided on its own; the chosen tools are the union. Each chosen
   tool remembers the clause that asked for it, so its arguments are filled
   from that clause alone.
@@ -101,7 +101,8 @@ class Selection:
     none_score: float = 0.0
 
 
-_SPLIT = re.compile(r"\s*(?:[;?!]|,?\s+\b(?:and|also|plus|then|as well as)\b)\s*", re.IGNORECASE)
+#: Clause ends: ; ? ! anywhere, a comma or colon before a space (not "1,250" or "https://"), joining words.
+_SPLIT = re.compile(r"\s*(?:[;?!]|[:,](?=\s)|\s+\b(?:and|also|plus|then|as well as)\b)\s*", re.IGNORECASE)
 _LEADING = re.compile(r"^(?:(?:and|also|plus|then)\b\s*)+", re.IGNORECASE)
 _MIN_CLAUSE_WORDS = 3
 
