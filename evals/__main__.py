@@ -17,6 +17,7 @@ import argparse
 import datetime as dt
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -275,6 +276,9 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    # A SIGTERM (a killed run, a job timeout) ends the run as Ctrl-C does, so the mesh and the engine's worker
+    # processes are shut down; with Python's default the engine's workers outlived the run, using the CPU.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return uvloop.run(run(args, argv))
     except KeyboardInterrupt:

@@ -24,13 +24,11 @@ tool calls in flight.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
 
 import grpc.aio
 from opentelemetry import trace
@@ -75,42 +73,6 @@ class LoopSettings:
     tool_timeout_s: float = 10.0
     #: Open the answer with the tools' own summaries of their results.
     answer_opening: bool = True
-
-
-def previous_calls(last: TurnRecord | None) -> tuple[tuple[str, dict[str, Any]], ...]:
-    """The successful calls of the session's last turn, as (tool name, arguments)."""
-    if last is None:
-        return ()
-    out = []
-    for call in last.tool_calls:
-        if call.status != common_pb2.TOOL_CALL_STATUS_OK:
-            continue
-        try:
-            arguments = json.loads(call.arguments_json)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(arguments, dict):
-            out.append((call.tool_name, arguments))
-    return tuple(out)
-
-
-def previous_result(last: TurnRecord | None) -> str:
-    """The number the last turn's one successful call returned as its ``result`` (calculator, unit_convert),
-    or "" when there is none or more than one: what "that result" in a follow-up stands for."""
-    found = []
-    for call in last.tool_calls if last else ():
-        if call.status != common_pb2.TOOL_CALL_STATUS_OK:
-            continue
-        try:
-            output = json.loads(call.output_json)
-        except json.JSONDecodeError:
-            continue
-        value = output.get("result") if isinstance(output, dict) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            found.append(value)
-    if len(found) != 1:
-        return ""
-    return str(found[0]) if isinstance(found[0], int) else format(found[0], ".12g")
 
 
 class AgentLoop:
@@ -245,8 +207,8 @@ class AgentLoop:
             priority=start.priority,
             previous_message=last.user_message if last else "",
             previous_answer=last.answer if last else "",
-            previous_calls=previous_calls(last),
-            previous_result=previous_result(last),
+            previous_calls=last.successful_calls() if last else (),
+            previous_result=last.single_result() if last else "",
         )
         t0 = time.perf_counter()
         plan = await self._planner.plan(specs, turn, p.counters)

@@ -15,6 +15,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agentmesh.common.v1 import common_pb2
+
 SCHEMA_VERSION = 1
 
 
@@ -39,6 +41,36 @@ class TurnRecord:
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: int = 0
     completed_at: float = 0.0
+
+    def successful_calls(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """The calls that succeeded, as (tool name, arguments): how a follow-up's tool was called last time."""
+        return tuple((name, args) for name, args in self._ok_objects("arguments_json"))
+
+    def single_result(self) -> str:
+        """The number the turn's one successful call returned as its ``result`` (calculator, unit_convert);
+        "" when none or several did, since which one "that result" means is then not ours to guess."""
+        found = [
+            out["result"]
+            for _, out in self._ok_objects("output_json")
+            if isinstance(out.get("result"), (int, float)) and not isinstance(out.get("result"), bool)
+        ]
+        if len(found) != 1:
+            return ""
+        return str(found[0]) if isinstance(found[0], int) else format(found[0], ".12g")
+
+    def _ok_objects(self, attribute: str) -> list[tuple[str, dict[str, Any]]]:
+        """(tool name, the JSON object in ``attribute``) of each successful call whose field holds one."""
+        out = []
+        for call in self.tool_calls:
+            if call.status != common_pb2.TOOL_CALL_STATUS_OK:
+                continue
+            try:
+                value = json.loads(getattr(call, attribute))
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                out.append((call.tool_name, value))
+        return out
 
     def events(self) -> list[dict[str, Any]]:
         """This turn as schema-v1 events, in order."""

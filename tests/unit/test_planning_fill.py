@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from agentmesh.common.v1 import common_pb2
-from services.router.agent_loop import previous_calls, previous_result
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
 from services.router.planning import PlanInput, Planner, TurnCounters
 from services.router.session_records import ToolRecord, TurnRecord
@@ -45,8 +44,8 @@ def turn(message: str, last: TurnRecord | None = None) -> PlanInput:
         priority=common_pb2.PRIORITY_P1,
         previous_message=last.user_message if last else "",
         previous_answer=last.answer if last else "",
-        previous_calls=previous_calls(last),
-        previous_result=previous_result(last),
+        previous_calls=last.successful_calls() if last else (),
+        previous_result=last.single_result() if last else "",
     )
 
 
@@ -86,12 +85,13 @@ async def test_a_follow_up_of_the_same_tool_may_copy_from_the_turn_it_follows() 
     assert "pounds" in schema["properties"]["to_unit"]["enum"]  # the unit asked for before is copyable
 
 
-def test_previous_result_is_one_numeric_result_or_nothing() -> None:
+def test_a_turns_single_result_is_one_numeric_result_or_nothing() -> None:
     one = record("What is 2 kg in lb?", "", "unit_convert", {}, {"result": 4.40925})
-    assert previous_result(one) == "4.40925"
-    assert previous_result(None) == ""
+    assert one.single_result() == "4.40925"
     clock_turn = record("time in Oslo?", "", "clock", {}, {"time": "14:03"})
-    assert previous_result(clock_turn) == ""
+    assert clock_turn.single_result() == ""
     two = record("", "", "calculator", {}, {"result": 1})
     two.tool_calls.append(ToolRecord("c2", "calculator", "{}", status=OK, output_json='{"result": 2}'))
-    assert previous_result(two) == ""  # which one "that" means is not ours to guess
+    assert two.single_result() == ""  # which one "that" means is not ours to guess
+    two.tool_calls[1].status = common_pb2.TOOL_CALL_STATUS_FAILED
+    assert two.single_result() == "1" and two.successful_calls() == (("calculator", {}),)
