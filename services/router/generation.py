@@ -140,7 +140,7 @@ class Generator:
             assert self._cache is not None
             hit, _level = await self._cache.get(key)
             if self._metrics is not None:
-                self._metrics.response_cache.labels("miss" if hit is None else "hit").inc()
+                (self._metrics.cache_misses if hit is None else self._metrics.cache_hits).inc()
             if hit is not None:
                 stored = json.loads(hit)
                 start = time.perf_counter()
@@ -201,7 +201,7 @@ class Generator:
                     usage.completion_tokens = seen_tokens
                     ttft = (first_token_at or time.perf_counter()) - start
                     if self._metrics is not None:
-                        self._metrics.picks.labels(link.target, choice.reason).inc()
+                        self._metrics.picked(link.target, choice.reason).inc()
                     if key is not None and result.finish_reason in (
                         common_pb2.FINISH_REASON_STOP,
                         common_pb2.FINISH_REASON_LENGTH,

@@ -10,6 +10,7 @@ from services.runtime.metrics import LATENCY_BUCKETS, Metrics
 class RouterMetrics:
     def __init__(self, metrics: Metrics) -> None:
         ns, reg = metrics.namespace, metrics.registry
+        self._picked: dict[tuple[str, str], Counter] = {}
         self.turns = Counter("router_turns", "Agent turns by outcome.", ["outcome"], namespace=ns, registry=reg)
         self.turn_seconds = Histogram(
             "router_turn_seconds", "Whole-turn latency.", namespace=ns, registry=reg, buckets=LATENCY_BUCKETS
@@ -57,6 +58,8 @@ class RouterMetrics:
             namespace=ns,
             registry=reg,
         )
+        self.cache_hits = self.response_cache.labels("hit")
+        self.cache_misses = self.response_cache.labels("miss")
         self.cached_prompt_tokens = Counter(
             "router_cached_prompt_tokens",
             "Prompt tokens served from replicas' prefix caches.",
@@ -85,3 +88,10 @@ class RouterMetrics:
             namespace=ns,
             registry=reg,
         )
+
+    def picked(self, replica: str, reason: str) -> Counter:
+        """``picks`` for one replica and reason, looked up once (it is counted on every generation)."""
+        child = self._picked.get((replica, reason))
+        if child is None:
+            child = self._picked[(replica, reason)] = self.picks.labels(replica, reason)
+        return child
