@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 import grpc.aio
 from google.protobuf import duration_pb2
+from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
@@ -43,6 +44,7 @@ from services.runtime.context import current_request_id
 from services.runtime.converse_loop import read_converse
 from services.runtime.deadline import downstream_timeout
 from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable, to_rpc_status
+from services.runtime.interceptors.tracing import end_client_span, start_client_span
 from services.runtime.status_decode import rich_error_of
 
 log = logging.getLogger(__name__)
@@ -102,8 +104,13 @@ class ConverseRelay:
         admit: Admit,
         finish: Finish,
         release: Release,
+        tracer: trace.Tracer | None = None,
     ) -> None:
+        """``tracer``: the CLIENT span of the router stream (the router channels carry no tracing interceptors)."""
         self._routers = routers
+        self._tracer = tracer
+        self._span: trace.Span | None = None
+        self._span_code = grpc.StatusCode.CANCELLED  # until the router's stream ends
         self._tenant = tenant
         self._metadata = metadata
         self._send = send
@@ -167,6 +174,9 @@ class ConverseRelay:
             await asyncio.gather(self._pump, return_exceptions=True)
         if self._downstream is not None:
             self._downstream.cancel()
+        if self._span is not None:
+            end_client_span(self._span, self._span_code)
+            self._span = None
         for ticket in self._tickets.drain():
             self._release(ticket)
 
@@ -208,16 +218,23 @@ class ConverseRelay:
             converse = self._routers.channel(target).stream_stream(
                 CONVERSE, request_serializer=encode, response_deserializer=raw
             )
-            call = converse(metadata=self._metadata, timeout=downstream_timeout())
+            span, metadata = start_client_span(self._tracer, CONVERSE, self._metadata)
+            call = converse(metadata=metadata, timeout=downstream_timeout())
             try:
                 accepted = await _first_reply(call, first)
-            except grpc.aio.AioRpcError as exc:
+            except BaseException as exc:
+                if span is not None:
+                    code = exc.code() if isinstance(exc, grpc.aio.AioRpcError) else grpc.StatusCode.CANCELLED
+                    end_client_span(span, code)
+                if not isinstance(exc, grpc.aio.AioRpcError):
+                    raise
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise RouterFailed(exc) from None
                 log.warning("router %s unavailable before the turn started; trying the next", target)
                 self._routers.mark_down(target)
                 last = exc
                 continue
+            self._span = span
             return call, accepted
         assert last is not None
         raise RouterFailed(last)
@@ -231,7 +248,9 @@ class ConverseRelay:
                     # TurnCompleted finds the slot free and the finished turn's tokens charged.
                     await self._completed(event)
                 await self._to_client(event)
+            self._span_code = grpc.StatusCode.OK
         except grpc.aio.AioRpcError as exc:
+            self._span_code = exc.code()
             if exc.code() == grpc.StatusCode.CANCELLED:
                 return
             if exc.code() == grpc.StatusCode.UNAVAILABLE and rich_error_of(exc).retry_after_s is None:

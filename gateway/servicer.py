@@ -34,6 +34,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
@@ -47,6 +48,7 @@ from services.runtime.converse_loop import OpenStreams
 from services.runtime.deadline import downstream_timeout
 from services.runtime.errors import RETRY_PUSHBACK_KEY, STATUS_DETAILS_KEY, ResourceExhausted, Unavailable
 from services.runtime.interceptors.request_id import HEADER as REQUEST_ID_HEADER
+from services.runtime.interceptors.tracing import end_client_span, start_client_span
 from services.runtime.server import Service
 
 log = logging.getLogger(__name__)
@@ -73,8 +75,17 @@ async def pass_through(context: grpc.aio.ServicerContext[Any, Any], error: grpc.
 
 
 class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, routers: RouterPool, limiter: RateLimiter, admission: AdmissionController) -> None:
+    def __init__(
+        self,
+        routers: RouterPool,
+        limiter: RateLimiter,
+        admission: AdmissionController,
+        *,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        """``tracer`` makes the CLIENT spans of calls to routers (their channels carry no tracing interceptors)."""
         self._routers = routers
+        self._tracer = tracer
         self._limiter = limiter
         self._admission = admission
         self._open_streams: OpenStreams[bytes] = OpenStreams()
@@ -153,6 +164,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                 admit=self._admit,
                 finish=self._finish,
                 release=self._admission.release,
+                tracer=self._tracer,
             )
             try:
                 await relay.run(request_iterator)
@@ -177,8 +189,10 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                 complete = self._routers.channel(target).unary_stream(
                     COMPLETE, request_serializer=agent_pb2.CompleteRequest.SerializeToString, response_deserializer=raw
                 )
-                call = complete(request, metadata=self._metadata(tenant), timeout=downstream_timeout())
+                span, metadata = start_client_span(self._tracer, COMPLETE, self._metadata(tenant))
+                code = grpc.StatusCode.CANCELLED  # unless the call ends first
                 try:
+                    call = complete(request, metadata=metadata, timeout=downstream_timeout())
                     async for message in call:
                         sent += 1
                         relayed_bytes += len(message)
@@ -187,13 +201,18 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                             finished = True
                             f = agent_pb2.CompleteResponse.FromString(message).finished
                             await self._finish(tenant, ticket, f.usage, ttft_of(f.time_to_first_token))
+                    code = grpc.StatusCode.OK
                     return
                 except grpc.aio.AioRpcError as exc:
+                    code = exc.code()
                     if exc.code() != grpc.StatusCode.UNAVAILABLE or sent:
                         await pass_through(context, exc)
                         return
                     self._routers.mark_down(target)
                     last = exc
+                finally:
+                    if span is not None:
+                        end_client_span(span, code)
             if last is not None:
                 await pass_through(context, last)
         finally:
@@ -224,15 +243,21 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         last: grpc.aio.AioRpcError | None = None
         for target in self._candidates(key):
             stub = agent_pb2_grpc.AgentServiceStub(self._routers.channel(target))
+            span, metadata = start_client_span(self._tracer, f"/{SERVICE_NAME}/{method}", self._metadata(tenant))
+            code = grpc.StatusCode.CANCELLED
             try:
-                return await getattr(stub, method)(
-                    request, metadata=self._metadata(tenant), timeout=downstream_timeout()
-                )
+                reply = await getattr(stub, method)(request, metadata=metadata, timeout=downstream_timeout())
+                code = grpc.StatusCode.OK
+                return reply
             except grpc.aio.AioRpcError as exc:
+                code = exc.code()
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     await pass_through(context, exc)
                 self._routers.mark_down(target)
                 last = exc
+            finally:
+                if span is not None:
+                    end_client_span(span, code)
         assert last is not None
         await pass_through(context, last)
         return None

@@ -93,6 +93,43 @@ class ServerTracingInterceptor(RpcInterceptor):
                     span.set_status(Status(StatusCode.ERROR, code.name))
 
 
+def _client_span(tracer: trace.Tracer, method: str) -> tuple[trace.Span, dict[str, str]]:
+    """A CLIENT span for ``method`` ("/pkg.Service/Method") and the W3C carrier that makes it the callee's parent."""
+    service, _, name = method.lstrip("/").rpartition("/")
+    span = tracer.start_span(
+        method.lstrip("/"),
+        kind=SpanKind.CLIENT,
+        attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+    )
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return span, carrier
+
+
+def end_client_span(span: trace.Span, code: grpc.StatusCode) -> None:
+    """End a span from ``start_client_span`` with the call's final status."""
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code is not grpc.StatusCode.OK:
+        span.set_status(Status(StatusCode.ERROR, code.name))
+    span.end()
+
+
+def start_client_span(
+    tracer: trace.Tracer | None, method: str, metadata: tuple[tuple[str, str], ...]
+) -> tuple[trace.Span | None, tuple[tuple[str, str], ...]]:
+    """The CLIENT span of a call made on a channel without the tracing interceptors, and the call's metadata
+    with the span's W3C context added; ``(None, metadata)`` without a tracer.
+
+    For hot paths (the gateway's relay to its routers): the interceptors wrap every call in an intercepted
+    call object (a task per call, one more async step per streamed message) and end the span from a task;
+    here the caller ends it with ``end_client_span`` when it knows the status.
+    """
+    if tracer is None:
+        return None, metadata
+    span, carrier = _client_span(tracer, method)
+    return span, (*metadata, *carrier.items())
+
+
 class _ClientTracing:
     def __init__(self, tracer_provider: trace.TracerProvider) -> None:
         self._tracer = tracer_provider.get_tracer(INSTRUMENTATION)
@@ -100,14 +137,7 @@ class _ClientTracing:
 
     def _start(self, details: grpc.aio.ClientCallDetails) -> tuple[trace.Span, grpc.aio.ClientCallDetails]:
         method = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
-        service, _, name = method.lstrip("/").rpartition("/")
-        span = self._tracer.start_span(
-            method.lstrip("/"),
-            kind=SpanKind.CLIENT,
-            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
-        )
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        span, carrier = _client_span(self._tracer, method)
         metadata = grpc.aio.Metadata(*tuple(details.metadata or ()))
         for key, value in carrier.items():
             metadata[key] = value
@@ -122,10 +152,7 @@ class _ClientTracing:
                 code = await call.code()
             except BaseException:  # the loop is closing; end the span anyway
                 code = grpc.StatusCode.CANCELLED
-            span.set_attribute("rpc.grpc.status_code", code.value[0])
-            if code is not grpc.StatusCode.OK:
-                span.set_status(Status(StatusCode.ERROR, code.name))
-            span.end()
+            end_client_span(span, code)
 
         def on_done(_: object) -> None:
             task = asyncio.ensure_future(finish())
