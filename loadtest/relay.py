@@ -17,9 +17,10 @@ three phases, variants interleaved round by round so machine noise hits all:
 
 The client (this process) is not counted. Results print as markdown tables,
 with the client's TTFT p50 per phase (the flush interval must not delay it).
-``--profile DIR`` records the gateway and the router with py-spy during each
-cadence phase (collapsed stacks, ``DIR/<variant>-<hop>-<round>.txt``); the
-profiler's own sampling perturbs that round's CPU figures.
+``--phase cadence`` (or ``ceiling``) runs only that phase. ``--profile DIR``
+records the gateway and the router with py-spy during each cadence phase
+(collapsed stacks, ``DIR/<variant>-<hop>-<round>.txt``); the profiler's own
+sampling perturbs that round's CPU figures.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Phase:
 
 CADENCE = Phase("cadence", 0.02, 64, 64, 16)
 CEILING = Phase("ceiling", 0.0, 64, 256, 64)
+PHASES = (CADENCE, CEILING)
 
 
 @dataclass
@@ -176,11 +178,13 @@ async def measure(
         mesh.stop()
 
 
-async def run(variants: list[Variant], rounds: int, profile: Path | None = None) -> str:
+async def run(
+    variants: list[Variant], rounds: int, profile: Path | None = None, phases: tuple[Phase, ...] = (CADENCE, CEILING)
+) -> str:
     results: dict[tuple[str, str], Totals] = {}
     for _ in range(rounds):
         for variant in variants:
-            for phase in (CADENCE, CEILING):
+            for phase in phases:
                 totals = results.setdefault((variant.name, phase.name), Totals())
                 cadence = phase is CADENCE
                 await measure(
@@ -217,10 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--profile", type=Path, help="py-spy the gateway and router into DIR during cadence phases")
+    parser.add_argument(
+        "--phase", action="append", choices=[p.name for p in PHASES], help="only these phases (repeatable; default all)"
+    )
     args = parser.parse_args(argv)
     variants = args.variant or [Variant("this checkout", ROOT, {})]
+    phases = tuple(p for p in PHASES if args.phase is None or p.name in args.phase)
     started = time.time()
-    print(asyncio.run(run(variants, args.rounds, args.profile)))
+    print(asyncio.run(run(variants, args.rounds, args.profile, phases)))
     print(f"\n({time.time() - started:.0f} s)", file=sys.stderr)
     return 0
 
