@@ -44,8 +44,9 @@ class RouterConfig(RedisConfig):
     tool_timeout_s: float = opt(10.0, "time allowed for one tool call (retries included)", check=positive)
     model_id: str = opt("SmolLM2-135M-Instruct", "model name, part of the response-cache key")
     stream_flush_ms: float = opt(
-        0.0,
-        "after the first text, send answer text at most once per this many ms, merged (0: every engine step)",
+        100.0,
+        "after the first text (sent at once), send answer text at most once per this many ms, merged"
+        " (0: every engine step)",
         check=non_negative,
     )
     tool_selection: str = opt(

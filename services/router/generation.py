@@ -9,7 +9,7 @@ TTFT, the replica and why it was chosen.
   as its text, and a hit replays it in one delta without touching any replica,
   marked ``cached``.
 - Streaming: the first text goes out at once; after it, text is sent at most
-  once per ``flush_s`` (``--stream-flush-ms``), merged, and the rest with the
+  once per ``flush_s`` (``--stream-flush-ms``, default 100), merged, and the rest with the
   result (the replica link holds it, so the stream is not even woken per
   engine step). Every message costs each Python hop the same CPU whatever it
   carries, so at a steady token cadence this divides the relay's CPU per token

@@ -157,7 +157,7 @@ async def test_replica_dying_mid_answer_fails_over_and_is_skipped(redis_client: 
 
 
 async def test_flush_interval_sends_the_same_text_in_fewer_messages(mesh: Mesh) -> None:
-    every_step = await mesh.add_router(response_cache_ttl_s=0)
+    every_step = await mesh.add_router(response_cache_ttl_s=0, stream_flush_ms=0)
     merged = await mesh.add_router(response_cache_ttl_s=0, stream_flush_ms=60_000)
     request = agent_pb2.CompleteRequest(prompt="tell me a story", sampling=common_pb2.SamplingParams(temperature=0))
     runs = [[m async for m in stub.Complete(request)] for stub in (every_step, merged)]
