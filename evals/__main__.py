@@ -29,7 +29,7 @@ import redis.asyncio as aioredis
 import uvloop
 
 from agentmesh.agent.v1 import agent_pb2_grpc
-from evals.cases import SPLITS, Case, CaseError, load_cases
+from evals.cases import CASES_DIR, SPLITS, Case, CaseError, load_cases
 from evals.report import RunInfo, render_markdown
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, EVAL_TENANT, run_eval
 from evals.summary import Report
@@ -67,6 +67,7 @@ class EvalArgs:
     out: Path
     show_heldout: bool
     turn_timeout_s: float
+    cases_dir: Path = CASES_DIR
 
 
 def _positive_int(text: str) -> int:
@@ -103,9 +104,15 @@ def parse_args(argv: Sequence[str] | None = None) -> EvalArgs:
     parser.add_argument(
         "--turn-timeout-s", type=float, default=DEFAULT_TURN_TIMEOUT_S, help="time allowed per turn (CPU is slow)"
     )
+    parser.add_argument(
+        "--cases",
+        type=Path,
+        default=CASES_DIR,
+        help="folder of <split>.jsonl case files (default: evals/cases): your own prompts, judged the same way",
+    )
     ns = parser.parse_args(argv)
     splits = SPLITS if ns.split == "all" else (ns.split,)
-    return EvalArgs(splits, ns.modes, ns.limit, ns.out, ns.show_heldout, ns.turn_timeout_s)
+    return EvalArgs(splits, ns.modes, ns.limit, ns.out, ns.show_heldout, ns.turn_timeout_s, ns.cases)
 
 
 def select_cases(cases: Sequence[Case], limit: int | None) -> list[Case]:
@@ -226,7 +233,7 @@ def _headline(report: Report) -> str:
 
 async def run(args: EvalArgs, argv: Sequence[str]) -> int:
     try:
-        cases = select_cases(load_cases(args.splits), args.limit)
+        cases = select_cases(load_cases(args.splits, args.cases_dir), args.limit)
     except (CaseError, OSError) as exc:
         print(f"evals: error: {exc}", file=sys.stderr)
         return 2

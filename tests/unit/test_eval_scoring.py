@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import random
 import re
 from collections import Counter
@@ -19,8 +20,9 @@ import pytest
 import services
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
+from evals.__main__ import parse_args
 from evals.arguments import check_arguments, normalise_unit, normalise_url
-from evals.cases import CATEGORIES, SPLITS, AnswerSpec, Case, CaseError, TurnSpec, load_cases, parse_case
+from evals.cases import CASES_DIR, CATEGORIES, SPLITS, AnswerSpec, Case, CaseError, TurnSpec, load_cases, parse_case
 from evals.records import ToolCall, TurnRecord
 from evals.report import RunInfo, render_markdown
 from evals.runner import progress_line, run_eval
@@ -590,3 +592,12 @@ async def test_a_turn_that_never_completes_times_out_and_skips_the_rest_of_its_s
     assert first.error.startswith("no TurnCompleted within") and second.error.startswith("not run")
     assert [msg for _, msg, _ in log] == ["Hi"]
     assert report.summary("embedding", "dev").errors == 2
+
+
+def test_the_eval_runs_on_a_folder_of_cases_of_ones_own(tmp_path: Path) -> None:
+    case = {"id": "mine-01", "category": "calculator", "turns": [{"message": "What is 6*7?", "tools": ["calculator"]}]}
+    (tmp_path / "dev.jsonl").write_text(json.dumps(case) + "\n", encoding="utf-8")
+    args = parse_args(["--cases", str(tmp_path), "--split", "dev", "--modes", "embedding"])
+    assert args.cases_dir == tmp_path and args.splits == ("dev",) and args.modes == ("embedding",)
+    assert [c.id for c in load_cases(args.splits, args.cases_dir)] == ["mine-01"]
+    assert parse_args([]).cases_dir == CASES_DIR
