@@ -167,7 +167,7 @@ COPY_MESSAGE = "message"
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
 _CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
-_EDGE = "\"'`“”‘’()[]{}<>"
+_EDGE = "\"'`“”‘’()[]{}<>="
 #: Words a copied value never starts or ends with ("in 3 gallons", "1,500 feet to"); articles may start one.
 _GLUE = re.compile(
     r"(?:about|and|are|as|at|by|for|from|how|in|into|is|many|me|much|of|on|or|than|the|to|what|which|with)",
@@ -212,17 +212,34 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
     if COPY_KEYWORD not in schema_json:
         return schema_json
     schema = json.loads(schema_json)
+    found: dict[str, list[str]] = {}
     for name, prop in schema.get("properties", {}).items():
         shape = prop.pop(COPY_KEYWORD, None) if isinstance(prop, dict) else None
         if shape and prop.get("type") == "string":
             if shape == COPY_MESSAGE:
                 whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
-                options = [whole] if whole and _fits(prop, True, whole) else []
+                found[name] = [whole] if whole and _fits(prop, True, whole) else []
             else:
-                options = _maximal([span for span in spans(*sources) if _fits(prop, shape, span)])[:MAX_SPANS]
-            if options:
-                schema["properties"][name] = {"type": "string", "enum": options}
+                found[name] = _maximal([span for span in spans(*sources) if _fits(prop, shape, span)])[:MAX_SPANS]
+    for name, options in _one_mention_one_argument(found).items():
+        if options:
+            schema["properties"][name] = {"type": "string", "enum": options}
     return json.dumps(schema)
+
+
+def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per copy property, its options less those inside a longer option of another copy property.
+
+    "How many feet is 3 meters?": the quantity is "3 meters", so "meters" is
+    not the target unit — one mention fills one argument (the 135M model chose
+    it 1 time in 3 on our probes). A property is never left with no option by this.
+    """
+    out = {}
+    for name, options in found.items():
+        others = [o for other, opts in found.items() if other != name for o in opts]
+        kept = [o for o in options if not any(len(x) > len(o) and f" {o} " in f" {x} " for x in others)]
+        out[name] = kept or options
+    return out
 
 
 def _maximal(options: list[str]) -> list[str]:

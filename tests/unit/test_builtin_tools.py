@@ -470,6 +470,7 @@ def test_summarizers_are_total(name: str, output: Any) -> None:
         ("5 x 8", 40),
         ("Please calculate 9876 - 1234", 8642),
         ("half of ten", 5),
+        ("1/4 of 200", 50),
     ],
 )
 def test_calculator_reads_everyday_wording(expression: str, value: float) -> None:

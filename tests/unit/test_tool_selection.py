@@ -214,9 +214,13 @@ def test_copy_properties_become_an_enum_of_fitting_spans() -> None:
     schema = copy_constrained(json.dumps(unit_convert.TOOL.parameters), "How many liters are in 3 gallons?")
     properties = json.loads(schema)["properties"]
     assert properties["quantity"] == {"type": "string", "enum": ["3 gallons"]}
-    assert properties["to_unit"] == {"type": "string", "enum": ["liters", "gallons"]}
-    follow_up = json.loads(copy_constrained(json.dumps(unit_convert.TOOL.parameters), "What about 7 kg?", "2 lb"))
-    assert follow_up["properties"]["quantity"]["enum"] == ["7 kg", "2 lb"]
+    # "gallons" is inside the quantity's only option: one mention fills one argument, so the target is decided.
+    assert properties["to_unit"] == {"type": "string", "enum": ["liters"]}
+    assert determined(schema) == {"quantity": "3 gallons", "to_unit": "liters"}
+    before = "How many pounds is 2 kg? 2 kg ="
+    follow_up = json.loads(copy_constrained(json.dumps(unit_convert.TOOL.parameters), "What about 7 kg?", before))
+    assert follow_up["properties"]["quantity"]["enum"] == ["7 kg", "2 kg"]
+    assert follow_up["properties"]["to_unit"]["enum"] == ["pounds"]  # "kg" is in both quantities
 
 
 def test_a_copy_property_with_no_fitting_span_stays_free_and_other_schemas_are_untouched() -> None:

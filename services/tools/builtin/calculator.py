@@ -166,42 +166,44 @@ def _ex(text: str, expression: str | None = None) -> ToolExample:
     return ToolExample(text, None if expression is None else {"expression": expression})
 
 
-# Derived numbers ("half of 10" is 10/2) and follow-ups ("that result") are here on purpose:
-# they are what a small model gets wrong; follow-ups carry no arguments because those
+# Worded arithmetic is copied as worded ("half of 10", "12 squared"): the tool reads it (math_words.py),
+# and a small model copies far more reliably than it translates ("3 cubed" came back as "3*3" when the
+# examples showed "12**2"). Derived numbers ("minutes in 3 hours" is 3*60) and follow-ups ("that result")
+# are here on purpose: they are what a small model gets wrong; follow-ups carry no arguments because those
 # depend on the conversation, not on the message.
 EXAMPLES = (
     _ex("What is 23*47?", "23*47"),
-    _ex("whats 9876 minus 1234", "9876-1234"),
-    _ex("Can you multiply 56 by 12 for me?", "56*12"),
-    _ex("How much is 150 divided by 6?", "150/6"),
+    _ex("whats 9876 minus 1234", "9876 minus 1234"),
+    _ex("Can you multiply 56 by 12 for me?", "multiply 56 by 12"),
+    _ex("How much is 150 divided by 6?", "150 divided by 6"),
     _ex("add 17.5 and 4.25", "17.5+4.25"),
     _ex("calculate (12 + 8) * 3", "(12+8)*3"),
-    _ex("What's half of 10?", "10/2"),
+    _ex("What's half of 10?", "half of 10"),
     _ex("What's 15% of 80?", "15% of 80"),
     _ex("what is 7 percent of 250", "7% of 250"),
     _ex("How much is a $60 jacket with 20% off?", "60-20% of 60"),
     _ex("How many minutes are in 3 hours?", "3*60"),
     _ex("how many seconds in a day", "24*60*60"),
-    _ex("2 to the power of 10", "2**10"),
+    _ex("2 to the power of 10", "2 to the power of 10"),
     _ex("what is 2^16", "2^16"),
-    _ex("What is the square root of 144?", "sqrt(144)"),
-    _ex("Compute 3 squared plus 4 squared.", "3**2+4**2"),
+    _ex("What is the square root of 144?", "square root of 144"),
+    _ex("Compute 3 squared plus 4 squared.", "3 squared plus 4 squared"),
     _ex("What's the remainder when 17 is divided by 5?", "17 % 5"),
     _ex("If I buy 3 notebooks at $4.50 each, how much do I spend?", "3*4.50"),
     _ex("I had 120 apples and gave away 45. How many are left?", "120-45"),
     _ex("Split an $84 bill between 4 people", "84/4"),
     _ex("What's the average of 12 and 20?", "(12+20)/2"),
     _ex("round 3.14159 to 2 decimal places", "round(3.14159, 2)"),
-    _ex("What's 1,250 times 4?", "1,250*4"),
-    _ex("What is 345 plus 678?", "345+678"),
+    _ex("What's 1,250 times 4?", "1,250 times 4"),
+    _ex("What is 345 plus 678?", "345 plus 678"),
     _ex("subtract 19 from 100", "100-19"),
-    _ex("What's 8 times 7?", "8*7"),
+    _ex("What's 8 times 7?", "8 times 7"),
     _ex("17 * 23 = ?", "17*23"),
     _ex("sum of 45, 30 and 25", "45+30+25"),
-    _ex("what's 12 squared", "12**2"),
+    _ex("what's 12 squared", "12 squared"),
     _ex("Calculate the area of a 5 by 8 rectangle", "5*8"),
     _ex("A car drives 60 miles per hour for 2.5 hours. How far does it go?", "60*2.5"),
-    _ex("how much is 1000 divided by 8", "1000/8"),
+    _ex("how much is 1000 divided by 8", "1000 divided by 8"),
     _ex("what's 5+3", "5+3"),
     _ex("If each box holds 12 eggs, how many eggs are in 7 boxes?", "12*7"),
     _ex("Now add 6 to that result."),

@@ -26,6 +26,8 @@ def resolve_zone(name: str) -> ZoneInfo:
     """The zone ``name`` means: an exact IANA name, a case-insensitive one, a place ``places.zone_for`` knows
     (a zone's city, a country, a big city of another zone, "PST"), or the city of an area/city name whose
     area is wrong (a small model writes "Asia/Berlin" for Berlin)."""
+    if "/" not in name and (place := zone_for(name)):  # "Singapore", "Japan", "EST": the place, not the legacy
+        return ZoneInfo(place)  # link of that name (tz "EST" has no daylight saving time; people mean New York)
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):

@@ -56,6 +56,7 @@ _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"({_OPERAND})\s+squared\b", r"\1**2"),
         (rf"({_OPERAND})\s+cubed\b", r"\1**3"),
         (rf"\bhalf of\s+({_OPERAND})", r"\1/2"),
+        (rf"(?<![\w.])(\d+/\d+)\s+of\s+({_OPERAND})", r"(\1)*\2"),
         (rf"\b(?:a |one )?third of\s+({_OPERAND})", r"\1/3"),
         (rf"\b(?:a |one )?quarter of\s+({_OPERAND})", r"\1/4"),
         (rf"\b(?:double|twice)\s+({_OPERAND})", r"2*\1"),
