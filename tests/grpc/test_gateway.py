@@ -181,6 +181,30 @@ async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis)
         await mesh.close()
 
 
+async def test_a_complete_is_one_trace_gateway_server_client_router_server(redis_client: aioredis.Redis) -> None:
+    # The gateway's router channels carry no tracing interceptors: its CLIENT span is made by the servicer.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    mesh = await start_mesh(redis_client, replicas=1, tracer_provider=provider)
+    try:
+        await mesh.add_router()
+        stub, _, _ = await mesh.add_gateway(tracer_provider=provider)
+        exporter.clear()
+        events = [m async for m in stub.Complete(agent_pb2.CompleteRequest(prompt="hi"), metadata=ACME)]
+        trace_id = int(events[0].started.trace_id, 16)
+        method = "agentmesh.agent.v1.AgentService/Complete"
+        spans = [s for s in exporter.get_finished_spans() if s.context.trace_id == trace_id and s.name == method]
+        by_id = {s.context.span_id: s for s in spans}
+        router_server = next(s for s in spans if s.kind.name == "SERVER" and s.parent and s.parent.span_id in by_id)
+        client = by_id[router_server.parent.span_id]  # type: ignore[union-attr]
+        assert client.kind.name == "CLIENT" and client.attributes["rpc.grpc.status_code"] == 0
+        gateway_server = by_id[client.parent.span_id]  # type: ignore[union-attr]
+        assert gateway_server.kind.name == "SERVER" and len(spans) == 3
+    finally:
+        await mesh.close()
+
+
 async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.Redis) -> None:
     from dataclasses import replace
 
