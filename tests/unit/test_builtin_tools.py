@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from aiohttp import web
 
-from services.tools.builtin import calculator, clock, default_tools, http_get, kb_search, places, unit_convert
+from services.tools.builtin import calculator, clock, default_tools, http_get, kb_search, places, unit_convert, units
 from services.tools.builtin.http_get import Allowlist, check_url
 from services.tools.registry import ToolDefinition, ToolError, ToolRegistry
 
@@ -517,3 +517,30 @@ def test_the_clock_copy_pattern_knows_places_and_not_everyday_words() -> None:
 async def test_kb_search_ranks_a_whole_question_by_its_telling_words(question: str, title: str) -> None:
     out = await kb_search.make_tool().fn({"query": question})
     assert out["results"][0]["title"] == title
+
+
+@pytest.mark.parametrize(
+    ("quantity", "target", "result"),
+    [
+        ("2 hours", "minutes", 120),
+        ("45 minutes", "h", 0.75),
+        ("1 week", "days", 7),
+        ("a liter", "ounces", 33.8140227018),  # between a volume and ounces, the ounces are fluid ounces
+        ("8 oz", "grams", 226.796185),  # ounces of a mass stay a mass
+        ("6 feet tall", "cm", 182.88),  # the unit is the first word when only that is one
+    ],
+)
+async def test_unit_convert_time_fluid_ounces_and_a_trailing_word(quantity: str, target: str, result: float) -> None:
+    out = await unit_convert.TOOL.fn({"quantity": quantity, "to_unit": target})
+    assert out["result"] == pytest.approx(result)
+
+
+async def test_a_year_is_refused_as_ambiguous() -> None:
+    with pytest.raises(ToolError, match="ambiguous unit 'year'"):
+        await unit_convert.TOOL.fn({"quantity": "1 year", "to_unit": "days"})
+
+
+def test_the_target_unit_copy_pattern_knows_units_and_not_words() -> None:
+    pattern = units.unit_pattern()
+    assert all(re.search(pattern, u) for u in ("pounds", "Fahrenheit", "°C", "degrees Celsius", "km/h", "fluid ounces"))
+    assert not any(re.search(pattern, w) for w in ("Convert", "What's", "meters to feet", "parsecs", "how"))
