@@ -64,6 +64,11 @@ class MiniLmEmbedder:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
         self._model: Any = None
         self._tokenizer: Any = None
+        # The libraries are imported here, on the thread that builds the router before it serves: torch's import
+        # loads large native libraries holding the GIL, and on the worker thread it stalled the event loop for
+        # seconds (two router start-ups under load never reached SERVING). Only the model loads on the worker.
+        import torch  # noqa: F401
+        from transformers import AutoModel, AutoTokenizer  # noqa: F401
 
     def _load(self) -> None:
         if self._model is not None:
