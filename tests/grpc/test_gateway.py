@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -136,15 +137,24 @@ async def test_session_affinity_and_failover_before_the_turn(mesh: Mesh) -> None
     assert turn.completed.usage.prompt_tokens > first.completed.usage.prompt_tokens  # history came along (Redis)
 
 
-async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis) -> None:
+@contextlib.asynccontextmanager
+async def traced_mesh(redis_client: aioredis.Redis, replicas: int) -> AsyncIterator[tuple[Any, InMemorySpanExporter]]:
+    """A gateway → router mesh whose every hop records spans into one exporter (cleared before it is handed over)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    mesh = await start_mesh(redis_client, replicas=2, tracer_provider=provider)
+    mesh = await start_mesh(redis_client, replicas=replicas, tracer_provider=provider)
     try:
         await mesh.add_router()
         stub, _, _ = await mesh.add_gateway(tracer_provider=provider)
         exporter.clear()
+        yield stub, exporter
+    finally:
+        await mesh.close()
+
+
+async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis) -> None:
+    async with traced_mesh(redis_client, replicas=2) as (stub, exporter):
         choice = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="calculator")
         turn = await converse(stub, agent_pb2.StartTurn(message="what is 2+2", tool_choice=choice), metadata=ACME)
         await asyncio.sleep(0.2)
@@ -177,20 +187,11 @@ async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis)
         assert ancestors(tool)[-1].endswith("/Converse")  # rooted in the gateway's server span
         for gen in (s for s in spans if s.name == "inference.generate"):
             assert "agent.turn" in ancestors(gen)
-    finally:
-        await mesh.close()
 
 
 async def test_a_complete_is_one_trace_gateway_server_client_router_server(redis_client: aioredis.Redis) -> None:
     # The gateway's router channels carry no tracing interceptors: its CLIENT span is made by the servicer.
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    mesh = await start_mesh(redis_client, replicas=1, tracer_provider=provider)
-    try:
-        await mesh.add_router()
-        stub, _, _ = await mesh.add_gateway(tracer_provider=provider)
-        exporter.clear()
+    async with traced_mesh(redis_client, replicas=1) as (stub, exporter):
         events = [m async for m in stub.Complete(agent_pb2.CompleteRequest(prompt="hi"), metadata=ACME)]
         trace_id = int(events[0].started.trace_id, 16)
         method = "agentmesh.agent.v1.AgentService/Complete"
@@ -201,8 +202,6 @@ async def test_a_complete_is_one_trace_gateway_server_client_router_server(redis
         assert client.kind.name == "CLIENT" and (client.attributes or {}).get("rpc.grpc.status_code") == 0
         gateway_server = by_id[client.parent.span_id]  # type: ignore[union-attr]
         assert gateway_server.kind.name == "SERVER" and len(spans) == 3
-    finally:
-        await mesh.close()
 
 
 async def test_overload_keeps_p0_within_slo_and_sheds_p2(redis_client: aioredis.Redis) -> None:
