@@ -237,7 +237,7 @@ def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str
     out = {}
     for name, options in found.items():
         others = [o for other, opts in found.items() if other != name for o in opts]
-        kept = [o for o in options if not any(len(x) > len(o) and f" {o} " in f" {x} " for x in others)]
+        kept = [o for o in options if not any(_inside(o, x) for x in others)]
         out[name] = kept or options
     return out
 
@@ -247,7 +247,12 @@ def _maximal(options: list[str]) -> list[str]:
     "fluid ounces" and not "ounces" — a shorter span inside it is the same mention, cut short. A longer span
     with a glue word inside ("meters to feet") is two mentions and hides neither."""
     single = [o for o in options if not any(_GLUE.fullmatch(w) for w in o.split()[1:-1])]
-    return [o for o in options if not any(o != other and f" {o} " in f" {other} " for other in single)]
+    return [o for o in options if not any(_inside(o, other) for other in single)]
+
+
+def _inside(part: str, whole: str) -> bool:
+    """Whether ``part`` is a shorter run of ``whole``'s words ("Mexico" in "Mexico City", not "Mexico" itself)."""
+    return len(part) < len(whole) and f" {part} " in f" {whole} "
 
 
 def determined(schema_json: str) -> dict[str, Any] | None:

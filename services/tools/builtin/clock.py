@@ -32,7 +32,7 @@ def resolve_zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         pass
-    exact = {n.lower(): n for n in _zone_names()}.get(name.strip().lower())
+    exact = _zones_by_lower_name().get(name.strip().lower())
     match = exact or zone_for(name)
     if match is None and "/" in name:  # "Asia/Berlin": a real city under the wrong area is still that city
         match = zone_for(name.rsplit("/", 1)[1])
@@ -42,8 +42,9 @@ def resolve_zone(name: str) -> ZoneInfo:
 
 
 @functools.cache
-def _zone_names() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
+def _zones_by_lower_name() -> dict[str, str]:
+    """Lower-cased IANA names → the IANA name, built once (the tz database does not change while we run)."""
+    return {n.lower(): n for n in zoneinfo.available_timezones()}
 
 
 def summarize(output: Any) -> str:
