@@ -73,9 +73,10 @@ def build_router(
     tls = MeshTls.from_config(config)
 
     def channel(target: str) -> grpc.aio.Channel:
-        return create_channel(
-            target, tracer_provider=tracer_provider, max_message_bytes=config.max_message_bytes, tls=tls
-        )
+        # No tracing interceptors: these channels carry long-lived multiplexed streams (a CLIENT span per stream
+        # says nothing; each submit and tool call carries its own trace context), and an intercepted stream
+        # sends every write through a queue and a task of its own (BENCHMARKS.md, relay).
+        return create_channel(target, max_message_bytes=config.max_message_bytes, tls=tls)
 
     replicas = ReplicaSet(config.inference, channel, refresh_s=config.dns_refresh_s)
     tools = ToolsLink(config.tools, channel, refresh_s=config.dns_refresh_s)

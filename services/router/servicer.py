@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc.aio
+from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
@@ -126,8 +127,6 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             bad.append(FieldViolation("prompt", f"must be at most {MAX_MESSAGE_CHARS} characters"))
         bad += check_sampling(request.sampling, "sampling", self._max_output_tokens)
         _raise(bad)
-        from opentelemetry import trace
-
         span_context = trace.get_current_span().get_span_context()
         yield agent_pb2.CompleteResponse(
             started=agent_pb2.CompleteStarted(

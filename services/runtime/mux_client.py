@@ -22,7 +22,14 @@ every such link must get right is here:
   channel per attempt (a restarted peer is dialled anew, not after the old
   channel's own backoff) unless the link was given one ``channel`` for life
   (one that other calls use too).
-- grpc.aio allows one write in flight per call: writes are serialised.
+- grpc.aio allows one write in flight per call, and a write whose awaiting
+  task is cancelled cancels the *whole call* (grpc.aio's ``_write`` does so on
+  CancelledError). So no caller ever awaits ``call.write``: every message goes
+  through the link's outbox to one writer task per call, and ``submit`` awaits
+  only a future the writer resolves. A caller cancelled mid-submit loses its
+  future, never the stream every other request shares. (A tracing
+  interceptor's write queue used to hide this: without one, start-cancel
+  cycles cancelled the link; ``tests/reliability/test_cycles.py``.)
 - A caller that goes away before its request ended calls ``release`` with the
   cancel message, which frees its id and tells the peer, so the work stops
   there too; best effort, since a broken stream has nothing left to cancel.
@@ -34,6 +41,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar, cast
 
@@ -77,7 +85,9 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
         self._slots: dict[str, SlotT] = {}
         self._call: grpc.aio.StreamStreamCall[ReqT, RespT] | None = None
         self._connected = asyncio.Event()
-        self._writing = asyncio.Lock()
+        # Messages for the current call, in order, each with the future its submitter awaits (None: nobody waits).
+        self._outbox: deque[tuple[ReqT, asyncio.Future[None] | None]] = deque()
+        self._outbox_filled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -127,8 +137,10 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
         while not self._closed:
             channel = self._channel or self._channel_factory(self.target)
             why = "link closed"
+            writer: asyncio.Task[None] | None = None
             try:
                 call = self._call = self.open(channel)
+                writer = asyncio.create_task(self._write_loop(call), name=f"{self.peer}-writer-{self.target}")
                 first = await call.read() if self.greeting else None
                 if first is grpc.aio.EOF:
                     raise ConnectionError("stream ended")
@@ -149,11 +161,49 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
             finally:
                 was_connected = self.connected
                 self._connected.clear()
+                if writer is not None:
+                    writer.cancel()
+                    await asyncio.gather(writer, return_exceptions=True)
+                self._drop_outbox(why)
                 self.lost(why, was_connected)
                 if channel is not self._channel:
                     await channel.close()
             attempt += 1
             await asyncio.sleep(self.retry_floor_s + full_jitter_backoff(attempt, base_s=0.1, cap_s=2.0))
+
+    async def _write_loop(self, call: grpc.aio.StreamStreamCall[ReqT, RespT]) -> None:
+        """Write the outbox to ``call`` in order, one write at a time; the only task that awaits ``call.write``."""
+        outbox = self._outbox
+        while True:
+            if not outbox:
+                self._outbox_filled.clear()
+                await self._outbox_filled.wait()
+                continue
+            message, written = outbox.popleft()
+            try:
+                await call.write(message)
+            except asyncio.CancelledError:  # the call is being torn down
+                if written is not None and not written.done():
+                    written.set_exception(StreamDown("link closed"))
+                raise
+            except Exception as exc:  # AioRpcError, InvalidStateError: the call broke under us
+                if written is not None and not written.done():
+                    written.set_exception(StreamDown(f"write failed: {exc}"))
+                self._drop_outbox(f"write failed: {exc}")
+                return  # the reader sees the broken call and reconnects
+            if written is not None and not written.done():
+                written.set_result(None)
+
+    def _drop_outbox(self, why: str) -> None:
+        """Fail every unsent message's submitter: the call they were meant for is gone."""
+        while self._outbox:
+            _, written = self._outbox.popleft()
+            if written is not None and not written.done():
+                written.set_exception(StreamDown(why))
+
+    def _send(self, message: ReqT, written: asyncio.Future[None] | None) -> None:
+        self._outbox.append((message, written))
+        self._outbox_filled.set()
 
     # -- requests ---------------------------------------------------------
 
@@ -164,17 +214,12 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
         if call is None or not self.connected:
             raise StreamDown("not connected")
         self._slots[request_id] = slot
-        try:
-            async with self._writing:
-                await call.write(message)
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
-            raise StreamDown(f"write failed: {exc}") from None
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._send(message, written)
+        await written  # cancelling this cancels only the future; the writer still sends (release's cancel follows)
 
     async def release(self, request_id: str, cancel: ReqT | None = None) -> None:
         """Free the id; with ``cancel`` (the request had not ended), tell the peer if the stream is up."""
         self._slots.pop(request_id, None)
-        call = self._call
-        if cancel is not None and call is not None and self.connected:
-            with contextlib.suppress(Exception):
-                async with self._writing:
-                    await call.write(cancel)
+        if cancel is not None and self._call is not None and self.connected:
+            self._send(cancel, None)

@@ -138,6 +138,7 @@ class Executor:
     executor: ToolExecutor
     channel: grpc.aio.Channel
     metrics: Metrics
+    address: str
 
 
 async def start_executor(
@@ -157,7 +158,7 @@ async def start_executor(
         backoff=lambda attempt: 0.01,
     )
     server = await start_server([ToolExecutorServicer(executor).service()], metrics=metrics)
-    return Executor(probe, executor, open_channel(server.address), metrics)
+    return Executor(probe, executor, open_channel(server.address), metrics, server.address)
 
 
 @pytest.fixture
@@ -373,3 +374,36 @@ async def test_allowlisted_name_resolving_to_a_private_address_is_refused(
     await stream.wait("rebind")
     await stream.close()
     assert "resolves to 127.0.0.1, which is not allowed" in stream.results["rebind"].error_message
+
+
+async def test_router_link_survives_callers_cancelled_mid_submit(ex: Executor, open_channel: OpenChannel) -> None:
+    # grpc.aio cancels the whole call when a task awaiting its write is cancelled; the router's multiplexed link
+    # must not let one caller's cancel take down the stream every other call shares (runtime/mux_client.py).
+    from services.router.tools_link import ExecuteStream
+
+    link = ExecuteStream(ex.address, open_channel)
+    lost: list[str] = []
+    original_lost = link.lost
+
+    def record(why: str, was_connected: bool) -> None:
+        lost.append(why)
+        original_lost(why, was_connected)
+
+    link.lost = record  # type: ignore[method-assign]
+    link.start()
+    try:
+        assert await link.wait_connected(10)
+        for i in range(40):
+            call = tools_pb2.ToolCall(call_id=f"c{i}", tool_name="forever", arguments_json="{}")
+            task = asyncio.create_task(link.call(call))
+            for _ in range(i % 4):  # cancel at different points: before, during and after the write
+                await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        ok = tools_pb2.ToolCall(call_id="after", tool_name="counted", arguments_json='{"q": 1}')
+        result = await asyncio.wait_for(link.call(ok), 10)
+        assert result.status == S.TOOL_CALL_STATUS_OK, result.error_message
+        assert link.connected and lost == []
+        await eventually(lambda: link.in_flight == 0, 5, "every cancelled call released")
+    finally:
+        await link.close()
