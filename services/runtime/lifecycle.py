@@ -32,11 +32,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import grpc.aio
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 from services.runtime.config import ServiceConfig
+from services.runtime.interceptors.base import RpcInterceptor
 from services.runtime.metrics import Metrics, MetricsServer
 from services.runtime.server import DrainHook, MeshServer, Service, stop_signals
 from services.runtime.telemetry import tracing_for
@@ -85,7 +85,7 @@ class Parts:
     """
 
     services: Sequence[Service]
-    interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    interceptors: Sequence[RpcInterceptor] = ()
     tls: MeshTls | None = None
     warm_up: Phase | None = None
     ready: Callable[[], bool] | None = None

@@ -28,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry import trace
 
 from services.runtime.config import ServiceConfig
+from services.runtime.interceptors.base import InterceptorChain, RpcInterceptor
 from services.runtime.interceptors.deadline import DeadlineInterceptor
 from services.runtime.interceptors.errors import ErrorInterceptor
 from services.runtime.interceptors.metrics import MetricsInterceptor
@@ -95,19 +96,19 @@ class MeshServer:
         *,
         metrics: Metrics,
         tracer_provider: trace.TracerProvider | None = None,
-        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+        interceptors: Sequence[RpcInterceptor] = (),
         compression: grpc.Compression = grpc.Compression.Gzip,
         tls: MeshTls | None = None,
     ) -> None:
         """``compression`` is the default for responses (benchmarks switch it off to measure both ways)."""
-        chain: list[grpc.aio.ServerInterceptor] = [RequestIdInterceptor()]
+        chain: list[RpcInterceptor] = [RequestIdInterceptor()]
         if tracer_provider is not None:
             chain.append(ServerTracingInterceptor(tracer_provider))
         chain += [MetricsInterceptor(metrics), *interceptors, DeadlineInterceptor(), ErrorInterceptor()]
         self.config = config
         self.metrics = metrics
         self._server = grpc.aio.server(
-            interceptors=chain,
+            interceptors=[InterceptorChain(chain)],
             options=server_options(config.max_message_bytes),
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
             compression=compression,
