@@ -15,9 +15,11 @@ Selection, by ``--tool-selection``:
 
 Fill is one schema-constrained generation per chosen tool, all concurrent —
 or none, when the copy-constrained schema leaves one choice (one place, one
-URL, the question as a search query). A follow-up's fill reads "that result"
-as the previous turn's number and sees the tool's previous call as its nearest
-worked example. A fill that does not parse, or that carries a number the conversation does not
+URL, the question as a search query). Follow-ups: a bare number ("And 30?")
+is planned as the previous ask with that number; "that result" is read as the
+previous turn's number, and the message then stands alone; otherwise a fill of
+the tool that ran last turn sees that turn, and its call as the nearest worked
+example. A fill that does not parse, or that carries a number the conversation does not
 ground (``grounding.py``), is dropped and counted, never run.
 """
 
@@ -63,9 +65,38 @@ CHOOSE_MAX_TOKENS = 48
 #: the number in its place, since a small model asked to carry it over copies it and forgets the operation.
 _THAT_RESULT = re.compile(
     r"\b(?:that|the|this|previous|last)\s+(?:result|answer|number|total|value|amount)\b"
-    r"|\b(?:that|it)\b(?=\s*(?:[.?!,;]|$|\b(?:by|to|from|and|times|plus|minus|divided|squared|cubed)\b))",
+    r"|(?<!\bis )(?<!\bwas )\b(?:that|it)\b"  # not "what time is it"
+    r"(?=\s*(?:[.?!,;]|$|\b(?:by|to|from|and|times|plus|minus|divided|squared|cubed)\b))",
     re.IGNORECASE,
 )
+
+#: A follow-up that is only a new number ("And 30?", "What about 45?", "How about for 12?").
+_ONLY_A_NUMBER = re.compile(
+    r"^\s*(?:(?:and|or|now|then|what about|how about)\s+)*(?:for\s+|with\s+)?"
+    r"(?P<number>-?\d[\d,]*(?:\.\d+)?)\s*[?.!]*\s*$",
+    re.IGNORECASE,
+)
+_A_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def restated(turn: PlanInput) -> PlanInput:
+    """A bare-number follow-up as the previous ask with that number in place of its one number, standing alone.
+
+    "Convert 20 celsius to fahrenheit" then "And 30?": the ask is "Convert 30
+    celsius to fahrenheit". Said whole, the selector sees the ask (a bare "30"
+    scores as arithmetic) and the fill copies "30 celsius" from it instead of
+    composing it from the earlier turn. A previous ask with no number, or with
+    several ("12*12" then "And 13?"), is not guessed at: the turn is planned as
+    it came.
+    """
+    asked = _ONLY_A_NUMBER.match(turn.message)
+    if asked is None or not turn.previous_message:
+        return turn
+    if len(_A_NUMBER.findall(turn.previous_message)) != 1:
+        return turn
+    message = _A_NUMBER.sub(lambda _: asked["number"], turn.previous_message, count=1)
+    return PlanInput(message, turn.mode, turn.named_tool, turn.priority)  # standing alone: no earlier turn
+
 
 #: Words by which a message refers back to the previous answer ("add 6 to that result").
 _REFERS_BACK = re.compile(
@@ -150,6 +181,7 @@ class Planner:
     async def plan(self, specs: Sequence[common_pb2.ToolSpec], turn: PlanInput, counters: TurnCounters) -> Plan:
         """The first round's calls: select, then fill each selected tool concurrently."""
         with self._tracer.start_as_current_span("agent.plan") as span:
+            turn = restated(turn)
             names, segments, method = await self._select(specs, turn, counters)
             span.set_attribute("agentmesh.tool_selection", agent_pb2.ToolSelection.Name(method))
             calls = await self.fill(specs, names, segments, turn, counters)
@@ -246,18 +278,21 @@ class Planner:
 
         async def fill_one(name: str) -> str:
             tool, text = by_name[name], segments.get(name, turn.message)
+            told = context
             if turn.previous_result:
-                text = _THAT_RESULT.sub(turn.previous_result, text)
-            schema = copy_constrained(tool.parameters_json_schema, text, context)
+                said = _THAT_RESULT.sub(turn.previous_result, text)
+                if said != text:  # "divide 200 by 8" says it all: the earlier turn would only be copied back
+                    text, told = said, ""
+            schema = copy_constrained(tool.parameters_json_schema, text, told)
             known = determined(schema)
             if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
                 return json.dumps(known)
             shots: list[tuple[str, dict[str, Any]]] | None = None
             if self._selector is not None:  # nearest in meaning beats nearest in words (EVAL.md)
                 shots = await self._selector.nearest(text, worked_examples(tool), FILL_EXAMPLES)
-            if context and name in previous:  # the last call of this tool is the nearest example of all
+            if told and name in previous:  # the last call of this tool is the nearest example of all
                 shots = [*(shots or [])[1:], (turn.previous_message, previous[name])]
-            messages = fill_messages(tool, text, context, shots)
+            messages = fill_messages(tool, text, told, shots)
             return await self.structured(messages, schema, turn.priority, counters, self._fill_max_tokens)
 
         texts = await asyncio.gather(*(fill_one(name) for name in names))

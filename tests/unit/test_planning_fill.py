@@ -65,14 +65,36 @@ async def test_a_fill_the_grammar_leaves_one_choice_for_runs_no_generation() -> 
     assert gen.asked == [] and counters.generations == 0
 
 
-async def test_that_result_is_read_as_the_previous_number_and_the_last_call_is_the_nearest_example() -> None:
-    last = record("What is 12*12?", "12*12 = 144.", "calculator", {"expression": "12*12"}, {"result": 144})
-    gen = Scripted('{"expression":"144+6"}')
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Now add 6 to that result.", last), TurnCounters())
-    assert calls[0].arguments == {"expression": "144+6"}
+async def test_that_result_is_read_as_the_previous_number_and_then_the_message_stands_alone() -> None:
+    last = record("What is 50*4?", "50*4 = 200.", "calculator", {"expression": "50*4"}, {"result": 200})
+    gen = Scripted('{"expression":"200/8"}')
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Now divide that by 8.", last), TurnCounters())
+    assert calls[0].arguments == {"expression": "200/8"}  # 200 is grounded by the earlier turn
     prompt = [m.content for m in gen.asked[0].messages]
-    assert prompt[-1].endswith("Now: Now add 6 to 144.")  # the reference resolved before the model reads it
-    assert prompt[-3:-1] == ["What is 12*12?", '{"expression":"12*12"}']  # the previous call, nearest of all
+    assert prompt[-1] == "Now divide 200 by 8."  # the reference resolved before the model reads it
+    # Nothing of the earlier turn to copy back: shown "What is 50*4?" as the nearest example, the model wrote "50*4".
+    assert "What is 50*4?" not in prompt and "Earlier" not in " ".join(prompt)
+
+
+def test_what_time_is_it_is_not_a_reference_to_a_number() -> None:
+    from services.router.planning import _THAT_RESULT
+
+    assert _THAT_RESULT.sub("144", "What time is it?") == "What time is it?"
+    assert _THAT_RESULT.sub("144", "Double it.") == "Double 144."
+
+
+def test_a_bare_number_follow_up_is_the_previous_ask_with_that_number() -> None:
+    from services.router.planning import restated
+
+    last = record("Convert 20 celsius to fahrenheit", "20 °C = 68 °F.", "unit_convert", {}, {"result": 68})
+    again = restated(turn("And 30?", last))
+    assert again.message == "Convert 30 celsius to fahrenheit"
+    assert (again.previous_message, again.previous_calls, again.previous_result) == ("", (), "")  # it stands alone
+    assert restated(turn("What about -4.5?", last)).message == "Convert -4.5 celsius to fahrenheit"
+    two = record("What is 12*12?", "144", "calculator", {}, {"result": 144})
+    assert restated(turn("And 13?", two)).message == "And 13?"  # which number it replaces is not ours to guess
+    assert restated(turn("And 30 kg?", last)).message == "And 30 kg?"  # more than a number: planned as it came
+    assert restated(turn("And 30?")).message == "And 30?"  # no earlier turn
 
 
 async def test_a_follow_up_of_the_same_tool_may_copy_from_the_turn_it_follows() -> None:
