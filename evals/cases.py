@@ -53,6 +53,8 @@ from urllib.parse import urlsplit
 from services.tools.builtin.kb_search import words
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
+#: Prompts of a tuning session's own (``--cases evals/probes --split dev``): tuned on, like dev.
+PROBES_DIR = Path(__file__).resolve().parent / "probes"
 SPLITS = ("dev", "heldout")
 CATEGORIES = (
     "calculator",

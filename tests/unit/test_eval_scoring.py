@@ -22,7 +22,18 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from evals.__main__ import parse_args
 from evals.arguments import check_arguments, normalise_unit, normalise_url
-from evals.cases import CASES_DIR, CATEGORIES, SPLITS, AnswerSpec, Case, CaseError, TurnSpec, load_cases, parse_case
+from evals.cases import (
+    CASES_DIR,
+    CATEGORIES,
+    PROBES_DIR,
+    SPLITS,
+    AnswerSpec,
+    Case,
+    CaseError,
+    TurnSpec,
+    load_cases,
+    parse_case,
+)
 from evals.records import ToolCall, TurnRecord
 from evals.report import RunInfo, render_markdown
 from evals.runner import progress_line, run_eval
@@ -440,6 +451,7 @@ def test_no_held_out_message_is_a_tuning_example() -> None:
     """
     seen = _string_literals(Path(services.__file__).parent)
     seen |= {_normal(t.message) for c in load_cases(["dev"]) for t in c.turns}
+    seen |= {_normal(t.message) for c in load_cases(["dev"], PROBES_DIR) for t in c.turns}  # tuned on too
     leaked = sorted({c.id for c in load_cases(["heldout"]) for t in c.turns if _normal(t.message) in seen})
     assert not leaked, f"held-out cases that are also tuning examples: {leaked}"
 
