@@ -172,6 +172,7 @@ async def test_a_holding_consumer_is_not_woken_per_delta_but_at_once_for_the_res
     link = ReplicaLink("replica", lambda target: None)  # type: ignore[arg-type, return-value]
     call = link._call = _Call()  # type: ignore[assignment]
     link._connected.set()
+    writer = asyncio.create_task(link._write_loop(call))  # type: ignore[arg-type]  # what _maintain starts per call
     stream = link.generate(inference_pb2.SubmitGeneration(request_id="r"), hold_s=3600)
 
     def frame(text: str, end: bool = False) -> inference_pb2.GenerateResponse:
@@ -196,3 +197,4 @@ async def test_a_holding_consumer_is_not_woken_per_delta_but_at_once_for_the_res
     assert (merged.text, merged.token_count, merged.HasField("result")) == ("lo world!", 4, True)
     assert await anext(stream, None) is None and not link._slots
     assert [r.WhichOneof("action") for r in call.written] == ["submit"]  # finished: no abort sent
+    writer.cancel()
