@@ -183,23 +183,18 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
             try:
                 await call.write(message)
             except asyncio.CancelledError:  # the call is being torn down
-                if written is not None and not written.done():
-                    written.set_exception(StreamDown("link closed"))
+                _settle(written, "link closed")
                 raise
             except Exception as exc:  # AioRpcError, InvalidStateError: the call broke under us
-                if written is not None and not written.done():
-                    written.set_exception(StreamDown(f"write failed: {exc}"))
+                _settle(written, f"write failed: {exc}")
                 self._drop_outbox(f"write failed: {exc}")
                 return  # the reader sees the broken call and reconnects
-            if written is not None and not written.done():
-                written.set_result(None)
+            _settle(written)
 
     def _drop_outbox(self, why: str) -> None:
         """Fail every unsent message's submitter: the call they were meant for is gone."""
         while self._outbox:
-            _, written = self._outbox.popleft()
-            if written is not None and not written.done():
-                written.set_exception(StreamDown(why))
+            _settle(self._outbox.popleft()[1], why)
 
     def _send(self, message: ReqT, written: asyncio.Future[None] | None) -> None:
         self._outbox.append((message, written))
@@ -223,3 +218,13 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
         self._slots.pop(request_id, None)
         if cancel is not None and self._call is not None and self.connected:
             self._send(cancel, None)
+
+
+def _settle(written: asyncio.Future[None] | None, failed: str | None = None) -> None:
+    """Tell a submitter (if one waits, and has not gone) that its message was written, or why not."""
+    if written is None or written.done():
+        return
+    if failed is None:
+        written.set_result(None)
+    else:
+        written.set_exception(StreamDown(failed))

@@ -87,22 +87,12 @@ def rewrap(
     return grpc.unary_unary_rpc_method_handler(wrapped, **kw)
 
 
-class RpcInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
-    """Wraps every RPC (all four kinds) in ``around()``.
-
-    Registered alone it is a grpc.aio interceptor; a server registers its
-    concerns as one ``InterceptorChain`` instead (see there).
-    """
+class RpcInterceptor(abc.ABC):
+    """One concern wrapped around every RPC (all four kinds) in ``around()``; a server runs its concerns as one
+    ``InterceptorChain``, the grpc.aio interceptor."""
 
     #: Methods whose full name starts with one of these are not intercepted.
     skip_prefixes: tuple[str, ...] = ()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        return await InterceptorChain([self]).intercept_service(continuation, handler_call_details)
 
     @abc.abstractmethod
     async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
