@@ -19,6 +19,7 @@ from meshkit.mesh import FAST_SIM, Mesh, start_mesh
 from meshkit.turns import converse
 from services.runtime.status_decode import rich_error_of
 from tests.support.turns import next_message
+from tests.support.waiting import eventually
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)
 
@@ -58,6 +59,8 @@ async def test_a_new_session_is_stored_once_accepted(redis_client: aioredis.Redi
         start = agent_pb2.StartTurn(message="a long story", tool_choice=NONE)
         await call.write(agent_pb2.ConverseRequest(start_turn=start))
         accepted = (await next_message(call)).turn_accepted
+        # acceptance is sent before the turn's generation reaches the replica: wait for it to be there
+        await eventually(lambda: slow.unfinished() == 1, what="the turn reaching the replica")
         session = (await stub.GetSession(agent_pb2.GetSessionRequest(session_id=accepted.session_id))).session
         assert slow.unfinished() == 1  # the turn is still answering (8 s of simulated decode)
         assert session.turn_count == 0 and not session.turns  # before: NOT_FOUND until the first turn completed
