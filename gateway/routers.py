@@ -5,8 +5,9 @@ headless Service, resolved every ``refresh_s`` to one channel per router pod,
 so sessions spread over every pod and a new pod gets its share (through one
 ClusterIP, a gateway pod would stay pinned to one router pod over one HTTP/2
 connection). A failed lookup keeps the last good set (``runtime/resolver.py``).
-Each router gets one channel (gzip, shared options) and a watcher that keeps
-its health current (``grpc.health.v1`` polled; a failed call marks it down at
+Each router gets one channel (gzip, shared options; Converse and unary calls),
+one Relay stream for every Complete (``router_link.py``, on a channel of its
+own), and a watcher that keeps its health current (``grpc.health.v1`` polled; a failed call marks it down at
 once). A router that leaves the set stops getting new streams at once; its
 channel is closed only after ``retire_after_s``, so the streams it carries
 finish while the pod drains. ``order(key)`` lists the healthy routers by
@@ -28,6 +29,7 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gateway.router_link import RouterLink
 from services.runtime.peers import PeerSet
 from services.runtime.resolver import DNS_PREFIX, Lookup, Resolver, getaddrinfo_lookup
 
@@ -56,6 +58,7 @@ class RouterPool:
         self._retire_after_s = retire_after_s
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._retired: dict[str, grpc.aio.Channel] = {}
+        self.links: dict[str, RouterLink] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -79,11 +82,17 @@ class RouterPool:
         channels = [*self.channels.values(), *self._retired.values()]
         self.channels.clear()
         self._retired.clear()
-        await asyncio.gather(*(c.close() for c in channels))
+        links = list(self.links.values())
+        self.links.clear()
+        await asyncio.gather(*(c.close() for c in channels), *(link.close() for link in links))
 
     def channel(self, target: str) -> grpc.aio.Channel:
         """The channel of ``target``, also while it is retiring (a stream may have picked it just before)."""
         return self.channels.get(target) or self._retired[target]
+
+    def link(self, target: str) -> RouterLink:
+        """The Relay stream to ``target`` (Complete requests), also while it is retiring."""
+        return self.links[target]
 
     async def refresh(self) -> None:
         """Bring the router set in line with the targets' current addresses."""
@@ -91,6 +100,9 @@ class RouterPool:
 
     def _add(self, target: str) -> grpc.aio.Channel:
         channel = self._retired.pop(target, None) or self._channel_factory(target)
+        if target not in self.links:
+            link = self.links[target] = RouterLink(target, self._channel_factory)
+            link.start()
         self.healthy[target] = False
         self._watchers[target] = asyncio.create_task(self._watch(target), name=f"router-health-{target}")
         return channel
@@ -111,7 +123,8 @@ class RouterPool:
         await asyncio.sleep(self._retire_after_s)
         channel = self._retired.pop(target, None)
         if channel is not None:
-            await channel.close()
+            link = self.links.pop(target, None)
+            await asyncio.gather(channel.close(), *([link.close()] if link is not None else []))
 
     async def _watch(self, target: str) -> None:
         stub = health_pb2_grpc.HealthStub(self.channels[target])

@@ -18,10 +18,15 @@ the stream with the router's status. Cancellation and deadlines pass through
 time). Router errors reach the client with their status and rich details; the
 tenant travels as ``x-agentmesh-tenant``, never the client's credentials.
 
-The relay does not re-serialize: Converse and Complete responses travel from
-the router to the client as the router's bytes (both calls use an identity
-serializer), and the gateway decodes only the one message per turn it needs
-(turn completed, with usage and TTFT), found by its leading field tag.
+Complete requests travel on the router's Relay stream (``router_link.py``:
+one call per router for all of them, the events of every request that
+advanced in one router loop turn in one message); a Converse stream is a call
+of its own (it lives as long as the session's client does). Either way the
+relay does not re-serialize: responses travel from the router to the client
+as the router's bytes (identity serializers), and the gateway decodes only the
+one message per turn it needs (turn completed, with usage and TTFT), found by
+its leading field tag. A relayed request's failure reaches the client as the
+router's call would have ended: its status, message and rich details.
 """
 
 from __future__ import annotations
@@ -34,14 +39,16 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry import trace
 
-from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
+from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc, relay_pb2
 from agentmesh.common.v1 import common_pb2
 from gateway.admission import AdmissionController, Ticket
 from gateway.auth import TENANT
 from gateway.converse import ConverseRelay, RouterFailed, raw, ttft_of
 from gateway.ratelimit import RateLimiter
+from gateway.router_link import RelayFailed, RouterLost
 from gateway.routers import RouterPool
 from services.runtime.context import current_request_id
 from services.runtime.converse_loop import OpenStreams
@@ -49,7 +56,10 @@ from services.runtime.deadline import downstream_timeout
 from services.runtime.errors import RETRY_PUSHBACK_KEY, STATUS_DETAILS_KEY, ResourceExhausted, Unavailable
 from services.runtime.interceptors.request_id import HEADER as REQUEST_ID_HEADER
 from services.runtime.interceptors.tracing import end_client_span, start_client_span
+from services.runtime.mux_client import StreamDown
+from services.runtime.protoutil import duration
 from services.runtime.server import Service
+from services.runtime.status_decode import code_from_number
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +82,25 @@ async def pass_through(context: grpc.aio.ServicerContext[Any, Any], error: grpc.
     keep = (STATUS_DETAILS_KEY, RETRY_PUSHBACK_KEY, REQUEST_ID_HEADER)
     trailing = tuple((k, v) for k, v in (error.trailing_metadata() or ()) if k in keep)
     await context.abort(error.code(), error.details() or "", trailing)
+
+
+async def abort_with_status(context: grpc.aio.ServicerContext[Any, Any], status: bytes) -> grpc.StatusCode:
+    """End the client's call with a relayed request's status (a serialized google.rpc.Status), as the router
+    would have ended a call of its own: the same code, message and rich details, retry pushback included."""
+    rich = status_pb2.Status.FromString(status)
+    code = code_from_number(rich.code)
+    trailing: list[tuple[str, str | bytes]] = [(STATUS_DETAILS_KEY, status)]
+    for detail in rich.details:
+        if detail.Is(error_details_pb2.RequestInfo.DESCRIPTOR):
+            info = error_details_pb2.RequestInfo()
+            detail.Unpack(info)
+            trailing.append((REQUEST_ID_HEADER, info.request_id))
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR) and code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            trailing.append((RETRY_PUSHBACK_KEY, str(max(0, round(retry.retry_delay.ToNanoseconds() / 1e6)))))
+    await context.abort(code, rich.message, tuple(trailing))
+    return code  # not reached: abort raises
 
 
 class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -183,17 +212,22 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         relayed_bytes = sent = 0
         finished = False
         try:
-            key = uuid.uuid4().hex
-            last: grpc.aio.AioRpcError | None = None
-            for target in self._candidates(key):
-                complete = self._routers.channel(target).unary_stream(
-                    COMPLETE, request_serializer=agent_pb2.CompleteRequest.SerializeToString, response_deserializer=raw
+            last: str | None = None
+            for target in self._candidates(uuid.uuid4().hex):
+                span, carrier = start_client_span(self._tracer, COMPLETE, ())
+                start = relay_pb2.RelayStart(
+                    id=uuid.uuid4().hex,
+                    request=request,
+                    tenant=tenant,
+                    request_id=current_request_id(),
+                    trace_context=dict(carrier),
                 )
-                span, metadata = start_client_span(self._tracer, COMPLETE, self._metadata(tenant))
-                code = grpc.StatusCode.CANCELLED  # unless the call ends first
+                timeout = downstream_timeout()
+                if timeout is not None:
+                    start.timeout.CopyFrom(duration(timeout))
+                code = grpc.StatusCode.CANCELLED  # unless the request ends first
                 try:
-                    call = complete(request, metadata=metadata, timeout=downstream_timeout())
-                    async for message in call:
+                    async for message in self._routers.link(target).complete(start):
                         sent += 1
                         relayed_bytes += len(message)
                         yield message
@@ -203,18 +237,18 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                             await self._finish(tenant, ticket, f.usage, ttft_of(f.time_to_first_token))
                     code = grpc.StatusCode.OK
                     return
-                except grpc.aio.AioRpcError as exc:
-                    code = exc.code()
-                    if exc.code() != grpc.StatusCode.UNAVAILABLE or sent:
-                        await pass_through(context, exc)
-                        return
+                except RelayFailed as failed:
+                    code = await abort_with_status(context, failed.status)
+                except (StreamDown, RouterLost) as exc:
+                    code = grpc.StatusCode.UNAVAILABLE
+                    if sent:  # the client has part of an answer: it is the client's to retry
+                        await context.abort(code, f"the router failed mid-answer: {exc}")
                     self._routers.mark_down(target)
-                    last = exc
+                    last = str(exc)
                 finally:
                     if span is not None:
                         end_client_span(span, code)
-            if last is not None:
-                await pass_through(context, last)
+            raise Unavailable(f"no router took the request ({last})", retry_after_s=1.0)
         finally:
             if sent and not finished:  # dropped or failed mid-answer: charge what it cost, estimated
                 prompt_chars = len(request.prompt) + len(request.system_prompt)

@@ -16,7 +16,7 @@ from gateway.config import GatewayConfig
 from services.inference.servicer import InferenceServicer
 from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings
-from services.router.build import Router, build_router
+from services.router.build import Router, build_router, router_interceptors
 from services.router.config import RouterConfig
 from services.router.embedding import Embedder
 from services.router.picker import Picker
@@ -24,7 +24,7 @@ from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
-from services.runtime.tenancy import TenantInterceptor, stamp_tenant
+from services.runtime.tenancy import stamp_tenant
 from services.tools.builtin import default_tools
 from services.tools.executor import ToolExecutor
 from services.tools.registry import ToolDefinition, ToolRegistry
@@ -82,15 +82,16 @@ class Mesh:
             tools=self.tools_server.address,
             **overrides,
         )
+        metrics = Metrics()  # one registry for the server's RPC metrics and the router's own, as in production
         router = build_router(
-            config, self.redis, Metrics(), tracer_provider or self.tracer_provider, picker=picker, embedder=embedder
+            config, self.redis, metrics, tracer_provider or self.tracer_provider, picker=picker, embedder=embedder
         )
         server = MeshServer(
             config,
-            [router.servicer.service()],
-            metrics=Metrics(),
+            router.services(),
+            metrics=metrics,
             tracer_provider=tracer_provider or self.tracer_provider,
-            interceptors=[TenantInterceptor()],
+            interceptors=router_interceptors(),
         )
         await server.start()
         await router.start()

@@ -88,7 +88,6 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         self._stream_id = uuid.uuid4().hex[:12]
         self._with_ids: set[str] = set()  # requests that asked for token ids
         self._pending: dict[str, inference_pb2.GenerationDelta] = {}
-        self._wake = asyncio.Event()
         self._load_due = True
 
     async def run(self, requests: AsyncIterator[inference_pb2.GenerateRequest]) -> None:
@@ -103,7 +102,7 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
     def request_load_report(self) -> None:
         """Send a load report with the next frame (now, if idle)."""
         self._load_due = True
-        self._wake.set()
+        self.wake_writer()
 
     # -- requests ---------------------------------------------------------
 
@@ -183,7 +182,7 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
                             result.queue_time.CopyFrom(duration(f.queue_time_s))
                         self._record_finish(f.reason, now - start, f.usage)
                     if self._settings.coalesce:
-                        self._wake.set()
+                        self.wake_writer()
                     else:
                         await self.send(inference_pb2.GenerateResponse(deltas=[self._pending.pop(rid)]))
         except TimeoutError:
@@ -227,7 +226,7 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         delta.result.usage.completion_tokens = completion_tokens
         if self._metrics is not None:
             self._metrics.requests.labels(reason.value).inc()
-        self._wake.set()
+        self.wake_writer()
 
     def _finish_with_error(
         self,
@@ -257,11 +256,8 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         return frame
 
     async def _write_frames(self) -> None:
-        """One frame per wake-up: the deltas of every request that advanced, plus a load report when due.
-
-        A timer marks the load report due and wakes the writer; between reports the writer sleeps on the
-        event alone (no ``wait_for``, which costs a task and a timer per frame).
-        """
+        """One frame per wake-up (``write_coalesced``): the deltas of every request that advanced, plus a load
+        report when due; a timer marks the report due and wakes the writer."""
         loop = asyncio.get_running_loop()
         interval = self._settings.load_interval_s
         timer: asyncio.TimerHandle | None = None
@@ -269,17 +265,12 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         def load_due() -> None:
             nonlocal timer
             self._load_due = True
-            self._wake.set()
+            self.wake_writer()
             timer = loop.call_later(interval, load_due)
 
         timer = loop.call_later(interval, load_due)
         try:
-            while True:
-                await self._wake.wait()
-                # Let every request that advanced in this engine step add its delta first.
-                await asyncio.sleep(0)
-                self._wake.clear()
-                await self._flush()
+            await self.write_coalesced(self._frame)
         finally:
             if timer is not None:
                 timer.cancel()

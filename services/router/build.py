@@ -8,6 +8,7 @@ a Kubernetes probe never sends turns to a router that cannot answer them.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import grpc.aio
@@ -22,6 +23,8 @@ from services.router.generation import Generator
 from services.router.metrics import RouterMetrics
 from services.router.picker import Picker, make_picker
 from services.router.planning import Planner
+from services.router.relay import SERVICE_NAME as RELAY_SERVICE
+from services.router.relay import RelayServicer
 from services.router.replicas import ReplicaSet
 from services.router.selector import SelectorSettings, ToolSelector
 from services.router.servicer import AgentServicer
@@ -29,11 +32,12 @@ from services.router.sessions import SessionStore
 from services.router.tools_link import ToolsLink
 from services.runtime.cache import TwoLevelCache
 from services.runtime.channel import create_channel
+from services.runtime.interceptors.base import RpcInterceptor
 from services.runtime.lifecycle import Kit, Parts
 from services.runtime.metrics import Metrics
 from services.runtime.redis import connect_redis
-from services.runtime.server import StartupError
-from services.runtime.tenancy import TenantInterceptor
+from services.runtime.server import Service, StartupError
+from services.runtime.tenancy import OPEN_PREFIXES, TenantInterceptor
 from services.runtime.tls import MeshTls
 
 
@@ -47,7 +51,15 @@ class Router:
     generator: Generator
     loop: AgentLoop
     metrics: RouterMetrics
+    relay: RelayServicer
     embedder: Embedder | None = None
+
+    def services(self) -> list[Service]:
+        """What the router serves: the AgentService, and the gateways' Relay streams for Complete."""
+        return [self.servicer.service(), self.relay.service()]
+
+    async def announce_draining(self) -> None:
+        await asyncio.gather(self.servicer.announce_draining(), self.relay.announce_draining())
 
     async def start(self) -> None:
         await self.replicas.start()
@@ -118,7 +130,13 @@ def build_router(
         tracer=tracer,
     )
     servicer = AgentServicer(loop, generator, sessions, max_output_tokens=config.max_output_tokens)
-    return Router(servicer, replicas, tools, generator, loop, router_metrics, embedder)
+    relay = RelayServicer(servicer.complete_events, metrics=metrics, tracer_provider=tracer_provider)
+    return Router(servicer, replicas, tools, generator, loop, router_metrics, relay, embedder)
+
+
+def router_interceptors() -> list[RpcInterceptor]:
+    """The router's own server interceptors: a tenant on every call, except Relay's (per request, in band)."""
+    return [TenantInterceptor((*OPEN_PREFIXES, f"/{RELAY_SERVICE}/"))]
 
 
 async def service_parts(config: RouterConfig, kit: Kit) -> Parts:
@@ -130,10 +148,10 @@ async def service_parts(config: RouterConfig, kit: Kit) -> Parts:
     router = build_router(config, redis, kit.metrics, kit.tracer_provider)
     kit.close_after_drain(router.close)
     return Parts(
-        [router.servicer.service()],
-        interceptors=[TenantInterceptor()],
+        router.services(),
+        interceptors=router_interceptors(),
         tls=MeshTls.from_config(config),
         warm_up=lambda _: router.start(),
         ready=lambda: any(link.available for link in router.replicas.replicas),
-        announce_draining=router.servicer.announce_draining,
+        announce_draining=router.announce_draining,
     )

@@ -10,14 +10,17 @@ report; if the stream breaks, every request on it fails with ``ReplicaDown``
 (so the caller can fail over) and the breaker counts it. A consumer that falls behind gets the deltas
 queued for it merged into one, so a slow relay sends fewer, larger messages.
 With ``hold_s`` a consumer, after each delivery, is woken only by the first
-delta at least ``hold_s`` later (or at once by the result or a broken link)
-and gets what came meanwhile merged: at a steady token cadence it is not
-woken per engine step (BENCHMARKS.md, relay).
+delta after the next flush tick (``next_tick``: ``hold_s`` later on average,
+the same instants for every consumer), or at once by the result or a broken
+link, and gets what came meanwhile merged: at a steady token cadence it is not
+woken per engine step, and the consumers of one engine step wake together
+(BENCHMARKS.md, relay).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -39,6 +42,14 @@ class ReplicaDown(Unavailable):
 
 
 _LINK_DOWN = object()
+
+
+def next_tick(now: float, hold_s: float) -> float:
+    """When a hold that starts at ``now`` ends: the first multiple of ``hold_s`` (on the monotonic clock) at
+    least ``hold_s / 2`` away, so holds last ``hold_s`` on average and every consumer in the process ends
+    its hold at the same instants. Their deliveries then fall in the same engine step, and everything they
+    relay in the same loop turn (the gateway's Relay stream) leaves in one message."""
+    return (math.floor((now + hold_s / 2) / hold_s) + 1) * hold_s
 
 
 def _merge(items: list[Any]) -> tuple[inference_pb2.GenerationDelta, list[Any]]:
@@ -180,7 +191,7 @@ class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.Generat
                 yield delta
                 if finished:
                     return
-                inbox.until = time.monotonic() + hold_s if hold_s > 0 else None
+                inbox.until = next_tick(time.monotonic(), hold_s) if hold_s > 0 else None
         finally:
             abort = inference_pb2.AbortGeneration(request_id=rid)
             await self.release(rid, None if finished else inference_pb2.GenerateRequest(abort=abort))

@@ -120,6 +120,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request: agent_pb2.CompleteRequest,
         context: grpc.aio.ServicerContext[agent_pb2.CompleteRequest, agent_pb2.CompleteResponse],
     ) -> AsyncIterator[agent_pb2.CompleteResponse]:
+        async for event in self.complete_events(request):
+            yield event
+
+    async def complete_events(self, request: agent_pb2.CompleteRequest) -> AsyncIterator[agent_pb2.CompleteResponse]:
+        """One Complete's events, for a call of its own or a request on a gateway's relay stream (``relay.py``):
+        validate (InvalidArgument), ``started``, the text as the generator coalesces it, ``finished``."""
         bad = []
         if not request.prompt.strip():
             bad.append(FieldViolation("prompt", "must not be empty"))

@@ -54,6 +54,7 @@ class MuxServer(ABC, Generic[InT, OutT]):
         self._writing = asyncio.Lock()
         self._live: dict[str, asyncio.Task[None]] = {}
         self._cancelled: set[str] = set()
+        self._wake = asyncio.Event()
 
     @abstractmethod
     async def received(self, message: InT) -> None:
@@ -125,3 +126,21 @@ class MuxServer(ABC, Generic[InT, OutT]):
             message = build()
             if message is not None:
                 await self._write(message)
+
+    def wake_writer(self) -> None:
+        """Something is pending for ``write_coalesced``'s next message."""
+        self._wake.set()
+
+    async def write_coalesced(self, build: Callable[[], OutT | None]) -> None:
+        """The session's writer task: one message per wake-up, built by ``build`` from whatever is pending.
+
+        After a wake-up it yields to the event loop once, so every request that advanced in the same loop turn
+        (one engine step, one flush tick) lands in the same message: coalescing never holds anything longer
+        than one loop turn, and a slow reader makes messages grow rather than pile up. It sleeps on an event
+        alone (no ``wait_for``, which costs a task and a timer per message).
+        """
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(0)
+            self._wake.clear()
+            await self.send_built(build)

@@ -18,7 +18,7 @@ from services.router.picker import (
 )
 from services.router.planner import by_similarity, choose_schema, fill_messages, parse_choice
 from services.router.prompt import Message, PastTurn, history_messages
-from services.router.replica_link import _LINK_DOWN, ReplicaLink, _merge
+from services.router.replica_link import _LINK_DOWN, ReplicaLink, _merge, next_tick
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
 
@@ -198,3 +198,16 @@ async def test_a_holding_consumer_is_not_woken_per_delta_but_at_once_for_the_res
     assert await anext(stream, None) is None and not link._slots
     assert [r.WhichOneof("action") for r in call.written] == ["submit"]  # finished: no abort sent
     writer.cancel()
+
+
+def test_flush_ticks_are_shared_by_consumers_that_started_apart() -> None:
+    """Holds end on multiples of hold_s at least half a hold away: consumers whose holds began at different
+    times end them together (so one engine step wakes them all), and a hold lasts hold_s on average."""
+    hold = 0.1
+    starts = [100.0 + i * 0.013 for i in range(8)]  # 0 to 91 ms apart
+    ends = {round(next_tick(t, hold), 9) for t in starts}
+    assert ends == {100.1, 100.2}  # two ticks for starts spread over most of a hold, not eight
+    for t in starts:
+        assert hold / 2 <= next_tick(t, hold) - t <= 1.5 * hold
+    lengths = [next_tick(t / 1000, hold) - t / 1000 for t in range(100_000, 100_100)]
+    assert abs(sum(lengths) / len(lengths) - hold) < 0.005

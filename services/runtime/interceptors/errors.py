@@ -61,6 +61,22 @@ def from_store(exc: RedisError) -> Unavailable:
     )
 
 
+def as_status_error(exc: Exception, method: str) -> AgentMeshError:
+    """What the caller is told for ``exc``, raised while serving ``method`` (see module docstring): the one
+    mapping for a call's own status and for a request's status on a multiplexed stream."""
+    if isinstance(exc, AgentMeshError) and type(exc) is not AgentMeshError:
+        return exc
+    if isinstance(exc, grpc.aio.AioRpcError):
+        log.warning("%s: downstream call failed: %s %s", method, exc.code().name, exc.details())
+        return from_downstream(exc)
+    if isinstance(exc, RedisError):
+        return from_store(exc)
+    if not isinstance(exc, AgentMeshError):
+        log.error("%s: unhandled exception", method, exc_info=exc)
+    request_id = REQUEST_ID.get()
+    return AgentMeshError(f"internal error (request id {request_id})" if request_id else "internal error")
+
+
 class ErrorInterceptor(RpcInterceptor):
     """Innermost interceptor: turns exceptions into ``context.abort`` with rich details."""
 
@@ -69,26 +85,9 @@ class ErrorInterceptor(RpcInterceptor):
             return await call_next()
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
-        except AgentMeshError as exc:
-            await self._abort(context, exc, info, internal=type(exc) is AgentMeshError)
-        except grpc.aio.AioRpcError as exc:
-            log.warning("%s: downstream call failed: %s %s", info.method, exc.code().name, exc.details())
-            await self._abort(context, from_downstream(exc), info, internal=False)
-        except RedisError as exc:
-            await self._abort(context, from_store(exc), info, internal=False)
-        except Exception:
-            log.exception("%s: unhandled exception", info.method)
-            await self._abort(context, AgentMeshError("internal error"), info, internal=True)
+        except Exception as exc:
+            await abort_with(context, as_status_error(exc, info.method))
         return None
-
-    @staticmethod
-    async def _abort(
-        context: grpc.aio.ServicerContext[Any, Any], exc: AgentMeshError, info: RpcInfo, *, internal: bool
-    ) -> None:
-        if internal:
-            request_id = REQUEST_ID.get()
-            exc = AgentMeshError(f"internal error (request id {request_id})" if request_id else "internal error")
-        await abort_with(context, exc)
 
 
 async def abort_with(context: grpc.aio.ServicerContext[Any, Any], exc: AgentMeshError) -> None:
