@@ -20,9 +20,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import grpc.aio
+from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import relay_pb2, relay_pb2_grpc
 from services.runtime.mux_client import MuxClient, StreamDown
+from services.runtime.status_decode import code_from_number
 
 
 class RouterLost(ConnectionError):
@@ -33,8 +35,10 @@ class RelayFailed(Exception):
     """The router ended the request with an error: ``status`` is its serialized google.rpc.Status."""
 
     def __init__(self, status: bytes) -> None:
-        super().__init__("the router ended the request with an error")
         self.status = status
+        self.rich = status_pb2.Status.FromString(status)
+        self.code = code_from_number(self.rich.code)
+        super().__init__(f"the router ended the request with {self.code.name}: {self.rich.message}")
 
 
 class _Slot:

@@ -39,7 +39,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc, relay_pb2
@@ -59,7 +59,6 @@ from services.runtime.interceptors.tracing import end_client_span, start_client_
 from services.runtime.mux_client import StreamDown
 from services.runtime.protoutil import duration
 from services.runtime.server import Service
-from services.runtime.status_decode import code_from_number
 
 log = logging.getLogger(__name__)
 
@@ -84,23 +83,20 @@ async def pass_through(context: grpc.aio.ServicerContext[Any, Any], error: grpc.
     await context.abort(error.code(), error.details() or "", trailing)
 
 
-async def abort_with_status(context: grpc.aio.ServicerContext[Any, Any], status: bytes) -> grpc.StatusCode:
-    """End the client's call with a relayed request's status (a serialized google.rpc.Status), as the router
-    would have ended a call of its own: the same code, message and rich details, retry pushback included."""
-    rich = status_pb2.Status.FromString(status)
-    code = code_from_number(rich.code)
-    trailing: list[tuple[str, str | bytes]] = [(STATUS_DETAILS_KEY, status)]
-    for detail in rich.details:
+async def abort_with_status(context: grpc.aio.ServicerContext[Any, Any], failed: RelayFailed) -> None:
+    """End the client's call with a relayed request's status, as the router would have ended a call of its
+    own: the same code, message and rich details, request id and retry pushback included."""
+    trailing: list[tuple[str, str | bytes]] = [(STATUS_DETAILS_KEY, failed.status)]
+    for detail in failed.rich.details:
         if detail.Is(error_details_pb2.RequestInfo.DESCRIPTOR):
             info = error_details_pb2.RequestInfo()
             detail.Unpack(info)
             trailing.append((REQUEST_ID_HEADER, info.request_id))
-        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR) and code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR) and failed.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
             retry = error_details_pb2.RetryInfo()
             detail.Unpack(retry)
             trailing.append((RETRY_PUSHBACK_KEY, str(max(0, round(retry.retry_delay.ToNanoseconds() / 1e6)))))
-    await context.abort(code, rich.message, tuple(trailing))
-    return code  # not reached: abort raises
+    await context.abort(failed.code, failed.rich.message, tuple(trailing))
 
 
 class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -238,7 +234,8 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                     code = grpc.StatusCode.OK
                     return
                 except RelayFailed as failed:
-                    code = await abort_with_status(context, failed.status)
+                    code = failed.code
+                    await abort_with_status(context, failed)
                 except (StreamDown, RouterLost) as exc:
                     code = grpc.StatusCode.UNAVAILABLE
                     if sent:  # the client has part of an answer: it is the client's to retry

@@ -116,6 +116,8 @@ def request_from_proto(
         bad.append(FieldViolation("submit.priority", "unknown priority"))
     if submit.HasField("timeout") and submit.timeout.ToNanoseconds() <= 0:
         bad.append(FieldViolation("submit.timeout", "must be positive"))
+    if submit.HasField("flush_interval") and not 0 <= submit.flush_interval.ToNanoseconds() <= 1e9:
+        bad.append(FieldViolation("submit.flush_interval", "must be between 0 and 1 s"))
     if len(submit.cache_salt) > MAX_CACHE_SALT_LEN:
         bad.append(FieldViolation("submit.cache_salt", f"must be at most {MAX_CACHE_SALT_LEN} characters"))
 

@@ -12,7 +12,12 @@ loop; then it merges its engine updates into ``pending`` (one delta per
 request) and wakes the writer. The writer yields to the event loop once, so
 every request that advanced in the same engine step lands in the same frame,
 then sends one frame with all of them: coalescing never holds a token longer
-than one loop turn. A slow reader makes deltas grow, not frames pile up.
+than one loop turn. A slow reader makes deltas grow, not frames pile up. A
+request submitted with a ``flush_interval`` (the router's, which relays text
+at that rate anyway) is held longer: its first text and its end go at once,
+the rest waits for the next flush tick (``runtime/flush.py``), shared by every
+held request of the stream, so at a steady cadence the replica sends, and the
+router reads, one frame per tick instead of one per engine step.
 
 The per-id dispatch is ``runtime/mux_server.py``'s: when the caller
 half-closes, in-flight requests finish first; when the caller goes away, every
@@ -49,6 +54,7 @@ from services.runtime.errors import (
     InvalidArgument,
     to_request_error,
 )
+from services.runtime.flush import next_tick
 from services.runtime.interceptors.tracing import extract_context
 from services.runtime.mux_server import MuxServer
 from services.runtime.protoutil import duration
@@ -88,6 +94,8 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         self._stream_id = uuid.uuid4().hex[:12]
         self._with_ids: set[str] = set()  # requests that asked for token ids
         self._pending: dict[str, inference_pb2.GenerationDelta] = {}
+        self._held: set[str] = set()  # pending deltas that wait for the next flush tick
+        self._tick: asyncio.TimerHandle | None = None
         self._load_due = True
 
     async def run(self, requests: AsyncIterator[inference_pb2.GenerateRequest]) -> None:
@@ -129,9 +137,12 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         parent = extract_context(dict(submit.trace_context))
         if submit.return_token_ids:
             self._with_ids.add(request.request_id)
-        self.start(request.request_id, self._traced(request, timeout, parent))
+        hold = submit.flush_interval.ToNanoseconds() / 1e9 if submit.HasField("flush_interval") else 0.0
+        self.start(request.request_id, self._traced(request, timeout, parent, hold))
 
-    async def _traced(self, request: GenerationRequest, timeout_s: float | None, parent: Context) -> None:
+    async def _traced(
+        self, request: GenerationRequest, timeout_s: float | None, parent: Context, hold_s: float
+    ) -> None:
         """Prepare the request off the event loop, then run it under its own span, a child of the caller's
         (the stream outlives any one trace). Rendering the chat template and tokenizing a long prompt take
         milliseconds of CPU: on the loop they would stall every other stream of this replica."""
@@ -140,9 +151,11 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
             "agentmesh.priority": request.priority,
         }
         with self._tracer.start_as_current_span("inference.generate", context=parent, attributes=attributes) as span:
-            await self._run_request(request, timeout_s, span)
+            await self._run_request(request, timeout_s, span, hold_s)
 
-    async def _run_request(self, request: GenerationRequest, timeout_s: float | None, span: trace.Span) -> None:
+    async def _run_request(
+        self, request: GenerationRequest, timeout_s: float | None, span: trace.Span, hold_s: float = 0.0
+    ) -> None:
         rid = request.request_id
         start = time.perf_counter()
         last: float | None = None
@@ -181,10 +194,13 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
                         if f.queue_time_s is not None:
                             result.queue_time.CopyFrom(duration(f.queue_time_s))
                         self._record_finish(f.reason, now - start, f.usage)
-                    if self._settings.coalesce:
-                        self.wake_writer()
-                    else:
+                    if not self._settings.coalesce:
                         await self.send(inference_pb2.GenerateResponse(deltas=[self._pending.pop(rid)]))
+                    elif hold_s > 0 and update.finished is None and emitted > len(update.token_ids):
+                        self._hold(rid, hold_s)  # not its first text, not its end: the next tick takes it
+                    else:
+                        self._held.discard(rid)
+                        self.wake_writer()
         except TimeoutError:
             self._finish_with_error(
                 rid, DeadlineExceeded(f"request {rid} ran past its timeout"), FinishReason.ABORTED, emitted
@@ -200,6 +216,7 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
             self._finish_with_error(rid, AgentMeshError("internal error"), FinishReason.ERROR, emitted)
         finally:
             self._with_ids.discard(rid)
+            self._held.discard(rid)
 
     def _record_finish(self, reason: FinishReason, elapsed: float, usage: Usage) -> None:
         if self._metrics is None:
@@ -221,6 +238,7 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         return delta
 
     def _finish(self, request_id: str, reason: FinishReason, completion_tokens: int) -> None:
+        self._held.discard(request_id)
         delta = self._delta(request_id)
         delta.result.finish_reason = FINISH_REASONS[reason]
         delta.result.usage.completion_tokens = completion_tokens
@@ -238,16 +256,35 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         self._finish(request_id, reason, completion_tokens)
         self._delta(request_id).result.error.CopyFrom(to_request_error(error))
 
+    def _hold(self, request_id: str, hold_s: float) -> None:
+        """Keep the request's delta for the next flush tick (one timer for every held request)."""
+        self._held.add(request_id)
+        if self._tick is None:
+            now = time.monotonic()
+            self._tick = asyncio.get_running_loop().call_later(next_tick(now, hold_s) - now, self._tick_fired)
+
+    def _tick_fired(self) -> None:
+        self._tick = None
+        self._held.clear()
+        self.wake_writer()
+
     async def _flush(self) -> None:
+        self._held.clear()
         await self.send_built(self._frame)
 
     def _frame(self) -> inference_pb2.GenerateResponse | None:
-        """What accumulated since the last frame (built when the stream is free: a slow reader gets larger
-        frames); None when there is nothing to send."""
-        if not self._pending and not self._load_due:
+        """What accumulated since the last frame, less what waits for a flush tick (built when the stream is
+        free: a slow reader gets larger frames); None when there is nothing to send."""
+        if self._held:
+            ready = [d for rid, d in self._pending.items() if rid not in self._held]
+            for delta in ready:
+                del self._pending[delta.request_id]
+        else:
+            ready = list(self._pending.values())
+            self._pending.clear()
+        if not ready and not self._load_due:
             return None
-        frame = inference_pb2.GenerateResponse(deltas=list(self._pending.values()))
-        self._pending.clear()
+        frame = inference_pb2.GenerateResponse(deltas=ready)
         if self._load_due:
             self._load_due = False
             frame.load.CopyFrom(
@@ -274,3 +311,5 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         finally:
             if timer is not None:
                 timer.cancel()
+            if self._tick is not None:
+                self._tick.cancel()

@@ -9,9 +9,10 @@ TTFT, the replica and why it was chosen.
   as its text, and a hit replays it in one delta without touching any replica,
   marked ``cached``.
 - Streaming: the first text goes out at once; after it, text is sent at most
-  once per ``flush_s`` (``--stream-flush-ms``, default 100), merged, and the rest with the
-  result (the replica link holds it, so the stream is not even woken per
-  engine step). Every message costs each Python hop the same CPU whatever it
+  about once per ``flush_s`` (``--stream-flush-ms``, default 100), merged, and the rest with the
+  result: the submit asks the replica to hold it (``flush_interval``, on flush
+  ticks shared by every request), so neither the replica's stream nor this
+  generation is woken per engine step. Every message costs each Python hop the same CPU whatever it
   carries, so at a steady token cadence this divides the relay's CPU per token
   by the tokens per message, for at most ``flush_s`` more inter-token latency
   and no change in time to first token (BENCHMARKS.md, relay).
@@ -176,7 +177,7 @@ class Generator:
             tokens = 0
             submit = self._submit(spec, "".join(seen), seen_tokens)
             try:
-                async for delta in link.generate(submit, self._flush_s):
+                async for delta in link.generate(submit):
                     text = delta.text
                     if text:
                         parts.append(text)
@@ -267,6 +268,8 @@ class Generator:
             submit.timeout.FromNanoseconds(int(remaining * 1e9))
         for k, v in inject_context().items():
             submit.trace_context[k] = v
+        if self._flush_s > 0:  # the replica holds the text between ticks (it is relayed at that rate anyway)
+            submit.flush_interval.FromNanoseconds(round(self._flush_s * 1e9))
         return submit
 
     @staticmethod

@@ -10,7 +10,7 @@ server call â€” HTTP/2 stream, headers, the interceptor chain, a task per call â
 and each relayed message costs both a read/write pair. On one stream a request
 costs a message, and the events of every request that advanced in the same
 loop turn leave in one message (the generator's flush ticks are aligned across
-requests, ``replica_link.next_tick``, so at a steady cadence they do).
+requests, ``runtime/flush.py``, so at a steady cadence they do).
 
 What a call of its own gets from metadata and the interceptor chain, a relayed
 request gets from its ``RelayStart``, per request (the stream outlives any one

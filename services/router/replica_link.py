@@ -9,18 +9,13 @@ hands each frame's deltas to per-request inboxes and keeps the latest load
 report; if the stream breaks, every request on it fails with ``ReplicaDown``
 (so the caller can fail over) and the breaker counts it. A consumer that falls behind gets the deltas
 queued for it merged into one, so a slow relay sends fewer, larger messages.
-With ``hold_s`` a consumer, after each delivery, is woken only by the first
-delta after the next flush tick (``next_tick``: ``hold_s`` later on average,
-the same instants for every consumer), or at once by the result or a broken
-link, and gets what came meanwhile merged: at a steady token cadence it is not
-woken per engine step, and the consumers of one engine step wake together
-(BENCHMARKS.md, relay).
+Holding text between flush ticks is the replica's (``SubmitGeneration.
+flush_interval``): a frame that arrives here is delivered at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -42,14 +37,6 @@ class ReplicaDown(Unavailable):
 
 
 _LINK_DOWN = object()
-
-
-def next_tick(now: float, hold_s: float) -> float:
-    """When a hold that starts at ``now`` ends: the first multiple of ``hold_s`` (on the monotonic clock) at
-    least ``hold_s / 2`` away, so holds last ``hold_s`` on average and every consumer in the process ends
-    its hold at the same instants. Their deliveries then fall in the same engine step, and everything they
-    relay in the same loop turn (the gateway's Relay stream) leaves in one message."""
-    return (math.floor((now + hold_s / 2) / hold_s) + 1) * hold_s
 
 
 def _merge(items: list[Any]) -> tuple[inference_pb2.GenerationDelta, list[Any]]:
@@ -79,28 +66,21 @@ def _merge(items: list[Any]) -> tuple[inference_pb2.GenerationDelta, list[Any]]:
 class _Inbox:
     """One request's deltas, from the reader task to the request's consumer.
 
-    A list and one future rather than an ``asyncio.Queue``: the reader appends, and wakes the consumer only
-    when it wants to be woken: for any item (``until`` None), or, while it holds text, for the first item at
-    or after ``until`` (monotonic) and for one that ends the request. No timer: a hold ends with a delta.
+    A list and one future rather than an ``asyncio.Queue``: the reader appends and wakes the consumer if it
+    waits; what queued while it did not is merged into one delivery (``_merge``).
     """
 
-    __slots__ = ("final", "items", "until", "waiter")
+    __slots__ = ("items", "waiter")
 
     def __init__(self) -> None:
         self.items: list[Any] = []
         self.waiter: asyncio.Future[None] | None = None
-        self.until: float | None = None
-        self.final = False  # items hold a result or a link-down marker
 
-    def put(self, item: Any, final: bool, now: float) -> None:
+    def put(self, item: Any) -> None:
         self.items.append(item)
-        self.final = self.final or final
         waiter = self.waiter
-        if waiter is not None and (final or self.until is None or now >= self.until) and not waiter.done():
+        if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def ready(self, now: float) -> bool:
-        return self.final or bool(self.items and (self.until is None or now >= self.until))
 
     async def wait(self) -> None:
         self.waiter = asyncio.get_running_loop().create_future()
@@ -150,25 +130,23 @@ class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.Generat
         if message.HasField("load"):
             self.load = message.load
             self.load_at = time.monotonic()
-        now = time.monotonic()
         for delta in message.deltas:
             inbox = self._slots.get(delta.request_id)
             if inbox is not None:
-                inbox.put(delta, delta.HasField("result"), now)
+                inbox.put(delta)
 
     def lost(self, why: str, was_connected: bool) -> None:
         if was_connected and not self._closed:
             self.breaker.record_failure()
         for inbox in self._slots.values():
-            inbox.put((_LINK_DOWN, why), True, 0.0)
+            inbox.put((_LINK_DOWN, why))
 
     # -- requests ---------------------------------------------------------
 
     async def generate(
-        self, submit: inference_pb2.SubmitGeneration, hold_s: float = 0.0
+        self, submit: inference_pb2.SubmitGeneration
     ) -> AsyncGenerator[inference_pb2.GenerationDelta, None]:
-        """Stream one request's deltas; after each, the next comes at least ``hold_s`` later, merged (see module
-        docstring), except the last.
+        """Stream one request's deltas (those queued while the consumer was busy merged into one).
         Raises ReplicaDown if the link fails before the end."""
         rid = submit.request_id
         inbox = _Inbox()
@@ -180,18 +158,16 @@ class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.Generat
                 raise ReplicaDown(self.target, str(exc)) from None
             self.submitted += 1
             while True:
-                if not inbox.ready(time.monotonic()):
+                if not inbox.items:
                     await inbox.wait()
                 item = inbox.items[0]
                 if isinstance(item, tuple) and item and item[0] is _LINK_DOWN:
                     raise ReplicaDown(self.target, item[1])
                 delta, inbox.items = _merge(inbox.items)
-                inbox.final = bool(inbox.items)  # only a link-down marker can follow an unfinished delta
                 finished = delta.HasField("result")
                 yield delta
                 if finished:
                     return
-                inbox.until = next_tick(time.monotonic(), hold_s) if hold_s > 0 else None
         finally:
             abort = inference_pb2.AbortGeneration(request_id=rid)
             await self.release(rid, None if finished else inference_pb2.GenerateRequest(abort=abort))

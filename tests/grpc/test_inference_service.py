@@ -96,6 +96,29 @@ async def test_eight_concurrent_requests_on_one_stream_complete_in_order(replica
     assert replica.engine.unfinished_requests() == 0
 
 
+async def test_held_requests_get_their_first_text_and_end_at_once_the_rest_on_shared_ticks(
+    replica: Replica,
+) -> None:
+    """100 tokens at 5 ms a token, held to 100 ms: about 6 deliveries each instead of 100, the same text as
+    unheld, and the held requests' text in the same frames (their ticks are shared)."""
+    stream = GenerateStream(replica.channel)
+    held = [submit(f"h{i}", "hello there", max_tokens=100) for i in range(4)]
+    for message in held:
+        message.submit.flush_interval.FromMilliseconds(100)
+    await stream.send(submit("plain", "hello there", max_tokens=100), *held)
+    await stream.wait("plain", *(f"h{i}" for i in range(4)))
+    await stream.close()
+    for i in range(4):
+        deltas = stream.got.deltas[f"h{i}"]
+        assert stream.got.text(f"h{i}") == stream.got.text("plain") != ""
+        assert deltas[0].token_count == 1  # the first text at once
+        assert sum(d.token_count for d in deltas) == 100 and deltas[-1].HasField("result")
+        assert len(deltas) <= 12, len(deltas)  # 0.5 s of decode: about 6 ticks, not 100 steps
+    assert len(stream.got.deltas["plain"]) > 50  # unheld: about a delta per engine step
+    sharing = [f for f in stream.got.frames if sum(d.request_id.startswith("h") for d in f.deltas) > 1]
+    assert len(sharing) >= 3  # the held requests' ticks went out together
+
+
 async def test_same_request_gives_same_text_alone_or_multiplexed(replica: Replica) -> None:
     stream = GenerateStream(replica.channel)
     await stream.send(submit("alone", "hello there", max_tokens=10))
@@ -147,6 +170,11 @@ async def test_expired_request_deadline_aborts_only_that_request(replica: Replic
     await stream.close()
 
 
+def _flushing(message: inference_pb2.GenerateRequest, ms: int) -> inference_pb2.GenerateRequest:
+    message.submit.flush_interval.FromMilliseconds(ms)
+    return message
+
+
 @pytest.mark.parametrize(
     ("message", "field"),
     [
@@ -163,6 +191,8 @@ async def test_expired_request_deadline_aborts_only_that_request(replica: Replic
             "submit.prompt",
         ),
         (submit("e10", chat=[(common_pb2.ROLE_UNSPECIFIED, "hi")]), "submit.chat.messages[0].role"),
+        (_flushing(submit("e11", "fine"), 2000), "submit.flush_interval"),
+        (_flushing(submit("e12", "fine"), -5), "submit.flush_interval"),
     ],
 )
 async def test_bad_input_is_a_per_request_invalid_argument(
