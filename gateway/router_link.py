@@ -11,7 +11,9 @@ router's side of it: the reader hands each frame's events to per-request
 slots (one wake-up per request per message, however many events it carries),
 and a router that announces draining gets no new request on this stream
 (``complete`` raises ``StreamDown`` at once, so the caller tries the next
-router) while the requests in flight finish.
+router) while the requests in flight finish. A request that finds the stream
+not yet connected (the router just came up) waits up to ``CONNECT_WAIT_S`` for
+it before giving up on this router.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from google.rpc import status_pb2
 from agentmesh.agent.v1 import relay_pb2, relay_pb2_grpc
 from services.runtime.mux_client import MuxClient, StreamDown
 from services.runtime.status_decode import code_from_number
+
+#: How long a request waits for a healthy router's stream to connect before trying the next router.
+CONNECT_WAIT_S = 1.0
 
 
 class RouterLost(ConnectionError):
@@ -115,6 +120,8 @@ class RouterLink(MuxClient[relay_pb2.RelayRequest, relay_pb2.RelayResponse, _Slo
         """The request's events; see module docstring. Raises StreamDown before anything was sent."""
         if self.draining:
             raise StreamDown("the router is draining")
+        if not self.connected:  # a router that just came up (or back) is usually a moment from taking the stream
+            await self.wait_connected(CONNECT_WAIT_S)
         rid = start.id
         slot = _Slot()
         try:

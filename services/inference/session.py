@@ -14,10 +14,13 @@ every request that advanced in the same engine step lands in the same frame,
 then sends one frame with all of them: coalescing never holds a token longer
 than one loop turn. A slow reader makes deltas grow, not frames pile up. A
 request submitted with a ``flush_interval`` (the router's, which relays text
-at that rate anyway) is held longer: its first text and its end go at once,
-the rest waits for the next flush tick (``runtime/flush.py``), shared by every
-held request of the stream, so at a steady cadence the replica sends, and the
-router reads, one frame per tick instead of one per engine step.
+at that rate anyway) is held longer: its first text and its end go at once;
+after each send, its text waits for the first engine step at or after the next
+flush tick (``runtime/flush.py``: ticks shared by every request, so the held
+requests of a step go together), and goes with that step's. No timer: a hold
+ends with an update, so an engine slower than the interval is not delayed at
+all, and at a fast steady cadence the replica sends, and the router reads, one
+frame per tick instead of one per engine step.
 
 The per-id dispatch is ``runtime/mux_server.py``'s: when the caller
 half-closes, in-flight requests finish first; when the caller goes away, every
@@ -94,8 +97,7 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         self._stream_id = uuid.uuid4().hex[:12]
         self._with_ids: set[str] = set()  # requests that asked for token ids
         self._pending: dict[str, inference_pb2.GenerationDelta] = {}
-        self._held: set[str] = set()  # pending deltas that wait for the next flush tick
-        self._tick: asyncio.TimerHandle | None = None
+        self._held: set[str] = set()  # requests whose pending delta waits for their next flush tick
         self._load_due = True
 
     async def run(self, requests: AsyncIterator[inference_pb2.GenerateRequest]) -> None:
@@ -161,6 +163,8 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         last: float | None = None
         ttft = 0.0
         emitted = 0
+        shown = False  # some text of this request has been let go (the first text is never held)
+        hold_until = 0.0  # with hold_s: the flush tick before which its text waits for the next tick
         try:
             async with asyncio.timeout(timeout_s):
                 prepared = await asyncio.to_thread(self._engine.prepare, request)
@@ -196,11 +200,16 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
                         self._record_finish(f.reason, now - start, f.usage)
                     if not self._settings.coalesce:
                         await self.send(inference_pb2.GenerateResponse(deltas=[self._pending.pop(rid)]))
-                    elif hold_s > 0 and update.finished is None and emitted > len(update.token_ids):
-                        self._hold(rid, hold_s)  # not its first text, not its end: the next tick takes it
-                    else:
-                        self._held.discard(rid)
-                        self.wake_writer()
+                        continue
+                    tick = time.monotonic()
+                    if hold_s > 0 and shown and update.finished is None and tick < hold_until:
+                        self._held.add(rid)  # held: the first update at or after the tick lets it go
+                        continue
+                    self._held.discard(rid)
+                    shown = shown or bool(delta.text)
+                    if hold_s > 0:
+                        hold_until = next_tick(tick, hold_s)
+                    self.wake_writer()
         except TimeoutError:
             self._finish_with_error(
                 rid, DeadlineExceeded(f"request {rid} ran past its timeout"), FinishReason.ABORTED, emitted
@@ -256,18 +265,6 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         self._finish(request_id, reason, completion_tokens)
         self._delta(request_id).result.error.CopyFrom(to_request_error(error))
 
-    def _hold(self, request_id: str, hold_s: float) -> None:
-        """Keep the request's delta for the next flush tick (one timer for every held request)."""
-        self._held.add(request_id)
-        if self._tick is None:
-            now = time.monotonic()
-            self._tick = asyncio.get_running_loop().call_later(next_tick(now, hold_s) - now, self._tick_fired)
-
-    def _tick_fired(self) -> None:
-        self._tick = None
-        self._held.clear()
-        self.wake_writer()
-
     async def _flush(self) -> None:
         self._held.clear()
         await self.send_built(self._frame)
@@ -311,5 +308,3 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         finally:
             if timer is not None:
                 timer.cancel()
-            if self._tick is not None:
-                self._tick.cancel()
