@@ -22,6 +22,7 @@ No client compresses, so each side's client does the same work.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -114,7 +115,11 @@ async def run_mesh(target: str, prompts: Sequence[Prompt], concurrency: int, max
                     spread_tokens(trace, answer.completion_tokens)
                 except grpc.aio.AioRpcError as exc:
                     trace.error = exc.code().name
+                    if not failed:  # the first failure's details, for the run's log
+                        print(f"    mesh: request {i} failed: {exc.code().name}: {exc.details()}", file=sys.stderr)
+                    failed.append(i)
 
+        failed: list[int] = []
         await asyncio.gather(*(one(i) for i in range(len(prompts))))
     return traces, answers
 
