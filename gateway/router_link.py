@@ -18,14 +18,13 @@ it before giving up on this router.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import grpc.aio
 from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import relay_pb2, relay_pb2_grpc
-from services.runtime.mux_client import MuxClient, StreamDown
+from services.runtime.mux_client import Inbox, MuxClient, StreamDown
 from services.runtime.status_decode import code_from_number
 
 #: How long a request waits for a healthy router's stream to connect before trying the next router.
@@ -46,41 +45,28 @@ class RelayFailed(Exception):
         super().__init__(f"the router ended the request with {self.code.name}: {self.rich.message}")
 
 
-class _Slot:
-    """One request's events, from the reader task to the request's handler (a list and one future)."""
+class _Slot(Inbox[bytes]):
+    """One request's events (``items``), from the reader task to the request's handler, and how it ended."""
 
-    __slots__ = ("end", "events", "lost", "status", "waiter")
+    __slots__ = ("end", "lost", "status")
 
     def __init__(self) -> None:
-        self.events: list[bytes] = []
+        super().__init__()
         self.end = False
         self.status = b""
         self.lost: str | None = None
-        self.waiter: asyncio.Future[None] | None = None
 
-    def put(self, frame: relay_pb2.RelayFrame) -> None:
-        self.events.extend(frame.events)
+    def put_frame(self, frame: relay_pb2.RelayFrame) -> None:
+        self.items.extend(frame.events)
         if frame.end:
             self.end = True
             self.status = frame.status
-        self._wake()
+        self.wake()
 
     def lose(self, why: str) -> None:
         self.end = True
         self.lost = why
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self) -> None:
-        self.waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self.waiter
-        finally:
-            self.waiter = None
+        self.wake()
 
 
 class RouterLink(MuxClient[relay_pb2.RelayRequest, relay_pb2.RelayResponse, _Slot]):
@@ -106,7 +92,7 @@ class RouterLink(MuxClient[relay_pb2.RelayRequest, relay_pb2.RelayResponse, _Slo
             for frame in message.frames.frames:
                 slot = slots.get(frame.id)
                 if slot is not None:
-                    slot.put(frame)
+                    slot.put_frame(frame)
         elif kind == "ready":
             self.draining = False
         elif kind == "draining":
@@ -127,12 +113,12 @@ class RouterLink(MuxClient[relay_pb2.RelayRequest, relay_pb2.RelayResponse, _Slo
         try:
             await self.submit(rid, slot, relay_pb2.RelayRequest(start=start))
             while True:
-                if not slot.events and not slot.end:
+                if not slot.items and not slot.end:
                     await slot.wait()
-                events, slot.events = slot.events, []
+                events, slot.items = slot.items, []
                 for event in events:
                     yield event
-                if slot.end and not slot.events:
+                if slot.end and not slot.items:
                     break
         finally:
             cancel = None if slot.end else relay_pb2.RelayRequest(cancel=relay_pb2.RelayCancel(id=rid))

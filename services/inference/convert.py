@@ -29,6 +29,8 @@ from services.runtime.protoutil import timestamp
 
 MAX_REQUEST_ID_LEN = 128
 MAX_CACHE_SALT_LEN = 128
+#: The longest flush interval a submit may ask for (a hold never delays a request's first text or its end).
+MAX_FLUSH_S = 60.0
 ROLES = {
     common_pb2.ROLE_SYSTEM: "system",
     common_pb2.ROLE_USER: "user",
@@ -116,8 +118,8 @@ def request_from_proto(
         bad.append(FieldViolation("submit.priority", "unknown priority"))
     if submit.HasField("timeout") and submit.timeout.ToNanoseconds() <= 0:
         bad.append(FieldViolation("submit.timeout", "must be positive"))
-    if submit.HasField("flush_interval") and not 0 <= submit.flush_interval.ToNanoseconds() <= 1e9:
-        bad.append(FieldViolation("submit.flush_interval", "must be between 0 and 1 s"))
+    if submit.HasField("flush_interval") and not 0 <= submit.flush_interval.ToNanoseconds() <= MAX_FLUSH_S * 1e9:
+        bad.append(FieldViolation("submit.flush_interval", f"must be between 0 and {MAX_FLUSH_S:g} s"))
     if len(submit.cache_salt) > MAX_CACHE_SALT_LEN:
         bad.append(FieldViolation("submit.cache_salt", f"must be at most {MAX_CACHE_SALT_LEN} characters"))
 

@@ -7,6 +7,12 @@ from dataclasses import dataclass
 from services.runtime.config import ConfigError, RedisConfig, fraction, non_negative, opt, port, positive
 
 
+def flush_ms(value: float) -> None:
+    """The replica holds text for at most 60 s (``SubmitGeneration.flush_interval``)."""
+    if not 0 <= value <= 60_000:
+        raise ValueError(f"{value} must be between 0 and 60000 (ms)")
+
+
 @dataclass(frozen=True)
 class RouterConfig(RedisConfig):
     """AgentMesh router: the agent loop, sessions, replica picking, response cache and failover."""
@@ -46,8 +52,8 @@ class RouterConfig(RedisConfig):
     stream_flush_ms: float = opt(
         100.0,
         "after the first text (sent at once), send answer text at most once per this many ms, merged"
-        " (0: every engine step)",
-        check=non_negative,
+        " (0: every engine step; at most 60000)",
+        check=flush_ms,
     )
     tool_selection: str = opt(
         "embedding",

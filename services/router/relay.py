@@ -39,7 +39,6 @@ from typing import Any
 import grpc
 import grpc.aio
 from opentelemetry import baggage, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agentmesh.agent.v1 import agent_pb2, relay_pb2, relay_pb2_grpc
 from services.runtime.context import DEADLINE, REQUEST_ID
@@ -52,8 +51,9 @@ from services.runtime.errors import (
     to_rpc_status,
 )
 from services.runtime.interceptors.errors import as_status_error
+from services.runtime.interceptors.metrics import MethodRecorder
 from services.runtime.interceptors.request_id import new_request_id
-from services.runtime.interceptors.tracing import INSTRUMENTATION, SERVER_ERROR_CODES, extract_context
+from services.runtime.interceptors.tracing import INSTRUMENTATION, extract_context, server_span, set_server_status
 from services.runtime.metrics import Metrics
 from services.runtime.mux_server import MuxServer
 from services.runtime.server import Service
@@ -79,35 +79,6 @@ class _Pending:
     status: bytes = b""
 
 
-class _Recorder:
-    """The RPC metrics of a Complete call, for relayed requests (children looked up once)."""
-
-    def __init__(self, metrics: Metrics | None) -> None:
-        self._m = metrics
-        labels = (COMPLETE_SERVICE, "Complete", "unary_stream")
-        self._labels = labels
-        if metrics is not None:
-            self._started = metrics.rpc_started.labels(*labels)
-            self._in_flight = metrics.rpc_in_flight.labels(COMPLETE_SERVICE, "Complete")
-            self._duration = metrics.rpc_duration.labels(*labels)
-        self._handled: dict[grpc.StatusCode, Any] = {}
-
-    def started(self) -> None:
-        if self._m is not None:
-            self._started.inc()
-            self._in_flight.inc()
-
-    def ended(self, code: grpc.StatusCode, elapsed_s: float) -> None:
-        if self._m is None:
-            return
-        self._in_flight.dec()
-        self._duration.observe(elapsed_s)
-        counter = self._handled.get(code)
-        if counter is None:
-            counter = self._handled[code] = self._m.rpc_handled.labels(*self._labels, code.name)
-        counter.inc()
-
-
 class RelaySession(MuxServer[relay_pb2.RelayRequest, relay_pb2.RelayResponse]):
     """See module docstring. One instance per Relay call."""
 
@@ -117,7 +88,7 @@ class RelaySession(MuxServer[relay_pb2.RelayRequest, relay_pb2.RelayResponse]):
         write: Callable[[relay_pb2.RelayResponse], Any],
         *,
         tracer: trace.Tracer,
-        recorder: _Recorder,
+        recorder: MethodRecorder | None,
     ) -> None:
         super().__init__(write, name="relay")
         self._complete = complete
@@ -174,17 +145,9 @@ class RelaySession(MuxServer[relay_pb2.RelayRequest, relay_pb2.RelayResponse]):
             "agentmesh.request_id": request_id,
             "agentmesh.relay_id": rid,
         }
-        began = time.perf_counter()
-        self._recorder.started()
+        began = self._recorder.started() if self._recorder is not None else 0.0
         code = grpc.StatusCode.OK
-        with self._tracer.start_as_current_span(
-            COMPLETE_SPAN,
-            context=parent,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        with server_span(self._tracer, COMPLETE_SPAN, parent, attributes) as span:
             try:
                 async with asyncio.timeout(timeout):
                     async for event in self._complete(start.request):
@@ -201,10 +164,9 @@ class RelaySession(MuxServer[relay_pb2.RelayRequest, relay_pb2.RelayResponse]):
             except Exception as exc:
                 code = self._end(rid, as_status_error(exc, COMPLETE_SPAN), request_id)
             finally:
-                self._recorder.ended(code, time.perf_counter() - began)
-                span.set_attribute("rpc.grpc.status_code", code.value[0])
-                if code in SERVER_ERROR_CODES:
-                    span.set_status(Status(StatusCode.ERROR, code.name))
+                if self._recorder is not None:
+                    self._recorder.ended(began, code)
+                set_server_status(span, code)
 
     # -- frames -----------------------------------------------------------
 
@@ -243,7 +205,9 @@ class RelayServicer(relay_pb2_grpc.RelayServiceServicer):
         self, complete: Complete, *, metrics: Metrics | None = None, tracer_provider: trace.TracerProvider | None = None
     ) -> None:
         self._complete = complete
-        self._recorder = _Recorder(metrics)
+        self._recorder = (
+            None if metrics is None else MethodRecorder(metrics, COMPLETE_SERVICE, "Complete", "unary_stream")
+        )
         self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(INSTRUMENTATION)
         self._sessions: set[RelaySession] = set()
 

@@ -15,7 +15,6 @@ flush_interval``): a frame that arrives here is delivered at once.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -24,7 +23,7 @@ import grpc.aio
 
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
 from services.runtime.errors import Unavailable
-from services.runtime.mux_client import MuxClient, StreamDown
+from services.runtime.mux_client import Inbox, MuxClient, StreamDown
 from services.runtime.resilience import BreakerState, CircuitBreaker
 
 
@@ -63,34 +62,7 @@ def _merge(items: list[Any]) -> tuple[inference_pb2.GenerationDelta, list[Any]]:
     return merged, items[n:]
 
 
-class _Inbox:
-    """One request's deltas, from the reader task to the request's consumer.
-
-    A list and one future rather than an ``asyncio.Queue``: the reader appends and wakes the consumer if it
-    waits; what queued while it did not is merged into one delivery (``_merge``).
-    """
-
-    __slots__ = ("items", "waiter")
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.waiter: asyncio.Future[None] | None = None
-
-    def put(self, item: Any) -> None:
-        self.items.append(item)
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self) -> None:
-        self.waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self.waiter
-        finally:
-            self.waiter = None
-
-
-class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse, _Inbox]):
+class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.GenerateResponse, Inbox[Any]]):
     """See module docstring."""
 
     greeting = True  # the replica sends a load report first
@@ -149,7 +121,7 @@ class ReplicaLink(MuxClient[inference_pb2.GenerateRequest, inference_pb2.Generat
         """Stream one request's deltas (those queued while the consumer was busy merged into one).
         Raises ReplicaDown if the link fails before the end."""
         rid = submit.request_id
-        inbox = _Inbox()
+        inbox: Inbox[Any] = Inbox()
         finished = False
         try:
             try:

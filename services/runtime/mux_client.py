@@ -57,6 +57,40 @@ RespT = TypeVar("RespT")
 SlotT = TypeVar("SlotT")
 
 
+ItemT = TypeVar("ItemT")
+
+
+class Inbox(Generic[ItemT]):
+    """One request's items, from a link's reader task to the request's consumer.
+
+    A list and one future rather than an ``asyncio.Queue``: the reader appends (``put``) and wakes the consumer
+    if it waits; the consumer takes whatever queued meanwhile in one go, so one that falls behind gets larger
+    deliveries, not more of them.
+    """
+
+    __slots__ = ("items", "waiter")
+
+    def __init__(self) -> None:
+        self.items: list[ItemT] = []
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, item: ItemT) -> None:
+        self.items.append(item)
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+
+
 class StreamDown(ConnectionError):
     """The request could not be sent: the stream is not connected, or the write failed."""
 

@@ -191,7 +191,7 @@ def _flushing(message: inference_pb2.GenerateRequest, ms: int) -> inference_pb2.
             "submit.prompt",
         ),
         (submit("e10", chat=[(common_pb2.ROLE_UNSPECIFIED, "hi")]), "submit.chat.messages[0].role"),
-        (_flushing(submit("e11", "fine"), 2000), "submit.flush_interval"),
+        (_flushing(submit("e11", "fine"), 61_000), "submit.flush_interval"),
         (_flushing(submit("e12", "fine"), -5), "submit.flush_interval"),
     ],
 )

@@ -7,7 +7,6 @@ takes a lock and builds a key on every call; a method's labels never change).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -18,12 +17,31 @@ from services.runtime.interceptors.base import CallNext, RpcInfo, RpcInterceptor
 from services.runtime.metrics import Metrics
 
 
-@dataclass
-class _MethodMetrics:
-    started: Counter
-    in_flight: Gauge
-    duration: Histogram
-    handled: dict[grpc.StatusCode, Counter]
+class MethodRecorder:
+    """The server RPC metrics of one method: started, in flight, duration, handled by code. Also for requests that
+    stand for an RPC without being a call of their own (a Complete on a gateway's Relay stream)."""
+
+    def __init__(self, metrics: Metrics, service: str, name: str, kind: str) -> None:
+        self._m = metrics
+        self._labels = (service, name, kind)
+        self._started: Counter = metrics.rpc_started.labels(*self._labels)
+        self._in_flight: Gauge = metrics.rpc_in_flight.labels(service, name)
+        self._duration: Histogram = metrics.rpc_duration.labels(*self._labels)
+        self._handled: dict[grpc.StatusCode, Counter] = {}
+
+    def started(self) -> float:
+        """Count one start; the time to hand back to ``ended``."""
+        self._started.inc()
+        self._in_flight.inc()
+        return time.perf_counter()
+
+    def ended(self, began: float, code: grpc.StatusCode) -> None:
+        self._in_flight.dec()
+        self._duration.observe(time.perf_counter() - began)
+        counter = self._handled.get(code)
+        if counter is None:
+            counter = self._handled[code] = self._m.rpc_handled.labels(*self._labels, code.name)
+        counter.inc()
 
 
 class MetricsInterceptor(RpcInterceptor):
@@ -31,33 +49,18 @@ class MetricsInterceptor(RpcInterceptor):
 
     def __init__(self, metrics: Metrics) -> None:
         self._m = metrics
-        self._methods: dict[tuple[str, str, str], _MethodMetrics] = {}
+        self._methods: dict[tuple[str, str, str], MethodRecorder] = {}
 
-    def _of(self, info: RpcInfo) -> _MethodMetrics:
+    def _of(self, info: RpcInfo) -> MethodRecorder:
         labels = (info.service, info.name, info.kind)
         found = self._methods.get(labels)
         if found is None:
-            m = self._m
-            found = _MethodMetrics(
-                m.rpc_started.labels(*labels),
-                m.rpc_in_flight.labels(info.service, info.name),
-                m.rpc_duration.labels(*labels),
-                {},
-            )
-            self._methods[labels] = found
+            found = self._methods[labels] = MethodRecorder(self._m, *labels)
         return found
-
-    def _handled(self, info: RpcInfo, method: _MethodMetrics, code: grpc.StatusCode) -> Counter:
-        counter = method.handled.get(code)
-        if counter is None:
-            counter = method.handled[code] = self._m.rpc_handled.labels(info.service, info.name, info.kind, code.name)
-        return counter
 
     async def around(self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any], call_next: CallNext) -> Any:
         method = self._of(info)
-        method.started.inc()
-        method.in_flight.inc()
-        start = time.perf_counter()
+        began = method.started()
         error: BaseException | None = None
         try:
             return await call_next()
@@ -65,6 +68,4 @@ class MetricsInterceptor(RpcInterceptor):
             error = exc
             raise
         finally:
-            method.in_flight.dec()
-            method.duration.observe(time.perf_counter() - start)
-            self._handled(info, method, final_code(context, error)).inc()
+            method.ended(began, final_code(context, error))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
@@ -72,14 +73,7 @@ class ServerTracingInterceptor(RpcInterceptor):
             "rpc.method": info.name,
             "agentmesh.request_id": REQUEST_ID.get(),
         }
-        with self._tracer.start_as_current_span(
-            info.method.lstrip("/"),
-            context=parent,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        with server_span(self._tracer, info.method.lstrip("/"), parent, attributes) as span:
             error: BaseException | None = None
             try:
                 return await call_next()
@@ -87,10 +81,29 @@ class ServerTracingInterceptor(RpcInterceptor):
                 error = exc
                 raise
             finally:
-                code = final_code(context, error)
-                span.set_attribute("rpc.grpc.status_code", code.value[0])
-                if code in SERVER_ERROR_CODES:
-                    span.set_status(Status(StatusCode.ERROR, code.name))
+                set_server_status(span, final_code(context, error))
+
+
+def server_span(
+    tracer: trace.Tracer, name: str, parent: otel_context.Context, attributes: Mapping[str, str | int]
+) -> AbstractContextManager[trace.Span]:
+    """The SERVER span of one RPC (or of a request that stands for one), current while the block runs; its
+    status is the caller's to set (``set_server_status``), exceptions are not recorded on it."""
+    return tracer.start_as_current_span(
+        name,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+
+
+def set_server_status(span: trace.Span, code: grpc.StatusCode) -> None:
+    """Record the final status on a SERVER span (OpenTelemetry gRPC conventions: some codes mark it failed)."""
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code in SERVER_ERROR_CODES:
+        span.set_status(Status(StatusCode.ERROR, code.name))
 
 
 def _client_span(tracer: trace.Tracer, method: str) -> tuple[trace.Span, dict[str, str]]:
