@@ -25,7 +25,7 @@ from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import relay_pb2, relay_pb2_grpc
 from services.runtime.mux_client import Inbox, MuxClient, StreamDown
-from services.runtime.status_decode import code_from_number
+from services.runtime.status_decode import rich_error_of_status
 
 #: How long a request waits for a healthy router's stream to connect before trying the next router.
 CONNECT_WAIT_S = 1.0
@@ -36,13 +36,13 @@ class RouterLost(ConnectionError):
 
 
 class RelayFailed(Exception):
-    """The router ended the request with an error: ``status`` is its serialized google.rpc.Status."""
+    """The router ended the request with an error: ``status`` is its serialized google.rpc.Status, ``rich``
+    what it says."""
 
     def __init__(self, status: bytes) -> None:
         self.status = status
-        self.rich = status_pb2.Status.FromString(status)
-        self.code = code_from_number(self.rich.code)
-        super().__init__(f"the router ended the request with {self.code.name}: {self.rich.message}")
+        self.rich = rich_error_of_status(status_pb2.Status.FromString(status))
+        super().__init__(f"the router ended the request with {self.rich.code.name}: {self.rich.message}")
 
 
 class _Slot(Inbox[bytes]):

@@ -7,8 +7,8 @@ ClusterIP, a gateway pod would stay pinned to one router pod over one HTTP/2
 connection). A failed lookup keeps the last good set (``runtime/resolver.py``).
 Each router gets one channel (gzip, shared options; Converse and unary calls),
 one Relay stream for every Complete (``router_link.py``, on a channel of its
-own), and a watcher that keeps its health current (``grpc.health.v1`` polled; a failed call marks it down at
-once). A router that leaves the set stops getting new streams at once; its
+own), and a watcher that keeps its health current (``grpc.health.v1`` polled;
+a failed call marks it down at once). A router that leaves the set stops getting new streams at once; its
 channel is closed only after ``retire_after_s``, so the streams it carries
 finish while the pod drains. ``order(key)`` lists the healthy routers by
 rendezvous weight for the key: the same session goes to the same router while

@@ -39,7 +39,6 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from google.rpc import error_details_pb2
 from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc, relay_pb2
@@ -53,7 +52,13 @@ from gateway.routers import RouterPool
 from services.runtime.context import current_request_id
 from services.runtime.converse_loop import OpenStreams
 from services.runtime.deadline import downstream_timeout
-from services.runtime.errors import RETRY_PUSHBACK_KEY, STATUS_DETAILS_KEY, ResourceExhausted, Unavailable
+from services.runtime.errors import (
+    RETRY_PUSHBACK_KEY,
+    STATUS_DETAILS_KEY,
+    ResourceExhausted,
+    Unavailable,
+    retry_pushback,
+)
 from services.runtime.interceptors.request_id import HEADER as REQUEST_ID_HEADER
 from services.runtime.interceptors.tracing import end_client_span, start_client_span
 from services.runtime.mux_client import StreamDown
@@ -86,17 +91,13 @@ async def pass_through(context: grpc.aio.ServicerContext[Any, Any], error: grpc.
 async def abort_with_status(context: grpc.aio.ServicerContext[Any, Any], failed: RelayFailed) -> None:
     """End the client's call with a relayed request's status, as the router would have ended a call of its
     own: the same code, message and rich details, request id and retry pushback included."""
+    rich = failed.rich
     trailing: list[tuple[str, str | bytes]] = [(STATUS_DETAILS_KEY, failed.status)]
-    for detail in failed.rich.details:
-        if detail.Is(error_details_pb2.RequestInfo.DESCRIPTOR):
-            info = error_details_pb2.RequestInfo()
-            detail.Unpack(info)
-            trailing.append((REQUEST_ID_HEADER, info.request_id))
-        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR) and failed.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-            retry = error_details_pb2.RetryInfo()
-            detail.Unpack(retry)
-            trailing.append((RETRY_PUSHBACK_KEY, str(max(0, round(retry.retry_delay.ToNanoseconds() / 1e6)))))
-    await context.abort(failed.code, failed.rich.message, tuple(trailing))
+    if rich.request_id:
+        trailing.append((REQUEST_ID_HEADER, rich.request_id))
+    if rich.retry_after_s is not None and rich.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        trailing.append(retry_pushback(rich.retry_after_s))
+    await context.abort(rich.code, rich.message, tuple(trailing))
 
 
 class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -234,7 +235,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                     code = grpc.StatusCode.OK
                     return
                 except RelayFailed as failed:
-                    code = failed.code
+                    code = failed.rich.code
                     await abort_with_status(context, failed)
                 except (StreamDown, RouterLost) as exc:
                     code = grpc.StatusCode.UNAVAILABLE

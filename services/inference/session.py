@@ -266,7 +266,6 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
         self._delta(request_id).result.error.CopyFrom(to_request_error(error))
 
     async def _flush(self) -> None:
-        self._held.clear()
         await self.send_built(self._frame)
 
     def _frame(self) -> inference_pb2.GenerateResponse | None:

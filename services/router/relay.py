@@ -151,7 +151,7 @@ class RelaySession(MuxServer[relay_pb2.RelayRequest, relay_pb2.RelayResponse]):
             try:
                 async with asyncio.timeout(timeout):
                     async for event in self._complete(start.request):
-                        self._events(rid).append(event.SerializeToString())
+                        self._pending_of(rid).events.append(event.SerializeToString())
                         self.wake_writer()
                 self._end(rid, None, request_id)
             except TimeoutError:
@@ -170,16 +170,15 @@ class RelaySession(MuxServer[relay_pb2.RelayRequest, relay_pb2.RelayResponse]):
 
     # -- frames -----------------------------------------------------------
 
-    def _events(self, rid: str) -> list[bytes]:
+    def _pending_of(self, rid: str) -> _Pending:
         pending = self._pending.get(rid)
         if pending is None:
             pending = self._pending[rid] = _Pending()
-        return pending.events
+        return pending
 
     def _end(self, rid: str, error: AgentMeshError | None, request_id: str) -> grpc.StatusCode:
         """Queue the request's last frame (with ``error``'s status, if any); the code it ended with."""
-        self._events(rid)
-        pending = self._pending[rid]
+        pending = self._pending_of(rid)
         pending.end = True
         if error is not None:
             pending.status = to_rpc_status(error, request_id or None).SerializeToString()

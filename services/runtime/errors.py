@@ -210,8 +210,13 @@ def trailing_metadata(error: AgentMeshError, request_id: str | None = None) -> t
     status: grpc.Status = rpc_status.to_status(to_rpc_status(error, request_id))
     md: list[tuple[str, str | bytes]] = list(status.trailing_metadata)
     if error.retry_after_s is not None and error.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-        md.append((RETRY_PUSHBACK_KEY, str(max(0, round(error.retry_after_s * 1000)))))
+        md.append(retry_pushback(error.retry_after_s))
     return tuple(md)
+
+
+def retry_pushback(retry_after_s: float) -> tuple[str, str]:
+    """The ``grpc-retry-pushback-ms`` trailer that tells gRPC's own retry logic how long to wait."""
+    return RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1000)))
 
 
 def to_request_error(error: AgentMeshError) -> common_pb2.RequestError:
