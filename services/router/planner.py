@@ -164,6 +164,11 @@ def fill_messages(
 #: ``COPY_MESSAGE``: the value is the asking text itself, whole (a search query).
 COPY_KEYWORD = "x-agentmesh-copy"
 COPY_MESSAGE = "message"
+#: Beside a copy keyword: the longest span, in words, the property may copy (default ``MAX_SPAN_WORDS``).
+COPY_WORDS_KEYWORD = "x-agentmesh-copy-words"
+#: Beside a copy keyword: ``true`` when the tool cannot apply to a message that holds no span for this
+#: property (a conversion needs a quantity, a fetch a URL) — the selector's choice is then overruled (``applies``).
+COPY_REQUIRED_KEYWORD = "x-agentmesh-copy-required"
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
 _CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
@@ -211,20 +216,53 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
     """
     if COPY_KEYWORD not in schema_json:
         return schema_json
+    schema, found, _ = _copy_options(schema_json, sources)
+    for name, options in _one_mention_one_argument(found).items():
+        if options:
+            schema["properties"][name] = {"type": "string", "enum": options}
+    return json.dumps(schema)
+
+
+def applies(schema_json: str, *sources: str) -> bool:
+    """Whether the sources hold a span for every property the tool marks ``COPY_REQUIRED_KEYWORD``.
+
+    Why: a topic match is not an ask. "Why is a foot called a foot?" is near the
+    unit converter's examples in meaning, but holds no quantity to convert; the
+    tool's own schema says so, in the tool's file, with no router change.
+    """
+    if COPY_REQUIRED_KEYWORD not in schema_json:
+        return True
+    _, found, required = _copy_options(schema_json, sources)
+    return all(found.get(name) for name in required)
+
+
+def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, Any], dict[str, list[str]], list[str]]:
+    """The schema with the copy keywords taken out, each copy property's options among the sources' spans,
+    and the names of the properties marked ``COPY_REQUIRED_KEYWORD``."""
     schema = json.loads(schema_json)
     found: dict[str, list[str]] = {}
+    required: list[str] = []
     for name, prop in schema.get("properties", {}).items():
-        shape = prop.pop(COPY_KEYWORD, None) if isinstance(prop, dict) else None
+        if not isinstance(prop, dict):
+            continue
+        shape = prop.pop(COPY_KEYWORD, None)
+        max_words = prop.pop(COPY_WORDS_KEYWORD, MAX_SPAN_WORDS)
+        if prop.pop(COPY_REQUIRED_KEYWORD, False):
+            required.append(name)
         if shape and prop.get("type") == "string":
             if shape == COPY_MESSAGE:
                 whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
                 found[name] = [whole] if whole and _fits(prop, True, whole) else []
             else:
-                found[name] = _maximal([span for span in spans(*sources) if _fits(prop, shape, span)])[:MAX_SPANS]
-    for name, options in _one_mention_one_argument(found).items():
-        if options:
-            schema["properties"][name] = {"type": "string", "enum": options}
-    return json.dumps(schema)
+                fitting = [s for s in spans(*sources, max_words=max_words) if _fits(prop, shape, s)]
+                found[name] = _maximal([s for s in fitting if _verbatim(s, sources)])[:MAX_SPANS]
+    return schema, found, required
+
+
+def _verbatim(span: str, sources: Sequence[str]) -> bool:
+    """Whether ``span`` is written as it stands in a source: words whose edge punctuation was trimmed are not
+    joined into something the user did not write ("(12 + 8) * 3" holds no "12 + 8 * 3")."""
+    return any(span in " ".join(source.split()) for source in sources)
 
 
 def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]]:

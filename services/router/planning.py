@@ -44,6 +44,7 @@ from services.router.metrics import RouterMetrics
 from services.router.planner import (
     FILL_EXAMPLES,
     PlannedCall,
+    applies,
     choose_messages,
     choose_schema,
     copy_constrained,
@@ -54,7 +55,7 @@ from services.router.planner import (
     worked_examples,
 )
 from services.router.prompt import Message
-from services.router.selector import Decision, ToolSelector
+from services.router.selector import Decision, Selection, ToolSelector
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ class Planner:
             return names, {}, agent_pb2.TOOL_SELECTION_LLM
         started = time.perf_counter()
         selection = await self._selector.select(turn.message, previous_message=turn.previous_message)
+        selection = self._applicable(specs, selection, turn)
         if self._metrics is not None:
             self._metrics.selection_seconds.observe(time.perf_counter() - started)
         span = trace.get_current_span()
@@ -240,6 +242,33 @@ class Planner:
         candidates = list(selection.candidates) or all_names
         names = await self._choose(specs, candidates, turn, turn.mode, counters)
         return names, {}, agent_pb2.TOOL_SELECTION_LLM
+
+    def _applicable(self, specs: Sequence[common_pb2.ToolSpec], selection: Selection, turn: PlanInput) -> Selection:
+        """The selection less the tools whose schema the message cannot fill (``planner.applies``): a
+        conversion with no quantity, a fetch with no URL. A message left with no tool needs none."""
+        schemas = {t.name: t.parameters_json_schema for t in specs}
+        earlier = (turn.previous_message, turn.previous_answer)
+
+        def fits(name: str, text: str) -> bool:
+            ok = name not in schemas or applies(schemas[name], text, *earlier)
+            if not ok:
+                self._count("embedding", "not_applicable")
+            return ok
+
+        tools = tuple(n for n in selection.tools if fits(n, selection.segments.get(n, turn.message)))
+        undecided = tuple(
+            (part, kept) for part, names in selection.undecided if (kept := tuple(n for n in names if fits(n, part)))
+        )
+        candidates = tuple(n for n in selection.candidates if fits(n, turn.message))
+        if selection.decision is Decision.TOOLS and not tools:
+            if not undecided:
+                return replace(selection, decision=Decision.NONE, tools=(), segments={}, undecided=())
+            return replace(selection, decision=Decision.AMBIGUOUS, tools=(), segments={}, undecided=(),
+                           candidates=tuple(n for _, names in undecided for n in names))
+        if selection.decision is Decision.AMBIGUOUS and not candidates:
+            return replace(selection, decision=Decision.NONE, candidates=())
+        segments = {n: selection.segments[n] for n in tools if n in selection.segments}
+        return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
 
     async def _choose(  # noqa: PLR0917 - private, few callers
         self,

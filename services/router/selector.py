@@ -19,12 +19,14 @@ margin, the LLM only for the ambiguous band):
   that tool: they often are another tool's business ("What is 7*8?" is a near
   miss of the clock and an example of the calculator).
 - Decision per text. The best tool is *chosen* when its score is at least
-  ``choose``, beats its "not this tool" score by ``margin`` (one text, one ask: a
-  runner-up is confusion, not a second ask), and the text shares one of the
-  tool's intent words (``intent_words.py``: the lexical double-check; without
-  one the text is ambiguous). The text needs *no
-  tool* when the best tool scores below ``reject``, or its "not this tool"
-  score beats it by ``margin``. Anything else is *ambiguous*.
+  ``choose``, beats its "not this tool" score (one text, one ask: a runner-up
+  is confusion, not a second ask), and the text shares one of the tool's
+  intent words (``intent_words.py``: the lexical double-check; without one the
+  text is ambiguous). The two judges agreeing is the evidence, so the lead over
+  "not this tool" need not be wide: "What is 15 multiplied by 4?" leads the near
+  miss "Explain what multiplication is" by 0.002 and is arithmetic all the same.
+  The text needs *no tool* when the best tool scores below ``reject``, or its
+  "not this tool" score beats it by ``margin``. Anything else is *ambiguous*.
 - Several asks in one message. "What is 23*47 and what time is it in Tokyo?"
   embeds as a blend of two intents and may clear neither threshold, so the
   message is also split into clauses (at "and", "also", ";", "?", ", "…) and each
@@ -66,6 +68,7 @@ class SelectorSettings:
 
     choose: float = 0.45
     reject: float = 0.35
+    #: The lead the "not this tool" side needs over the best tool for "no tool".
     margin: float = 0.03
     max_tools: int = 3
 
@@ -299,7 +302,7 @@ class ToolSelector:
         mine = cards.negative_owner == best_index
         against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
         # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
-        if best >= s.choose and best - against >= s.margin:
+        if best >= s.choose and best > against:
             intents = cards.intents[best_index] if cards.intents else frozenset()
             if not intents or words(text) & intents:
                 return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)

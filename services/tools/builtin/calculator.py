@@ -10,7 +10,8 @@ Before parsing, the way people (and small models) write arithmetic is
 rewritten into Python, so "2 to the power of 10", "half of 10", "2^10",
 "15% of 80" and "1,234 × 2" work (the wording in ``math_words.py``):
 
-- ``^`` is power (never XOR), ``×``/``·`` multiply, ``÷`` divides, ``−`` is minus.
+- ``^`` is power (never XOR), ``×``/``·`` multiply, ``÷`` divides, ``−`` is minus;
+  a currency sign before an amount is dropped ("18% of $50").
 - ``%`` right after a number is a **percent sign** when what follows it is
   not an operand: the end, ``)``, ``,``, an operator (``+ - * / ^ %``) or
   the word ``of``. Then ``N%`` means ``(N/100)`` and ``N% of X`` means
@@ -37,7 +38,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from services.tools.builtin.math_words import rewrite
+from services.tools.builtin.math_words import arithmetic_pattern, rewrite
 from services.tools.numbers import significant
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
@@ -116,6 +117,8 @@ def _eval(node: ast.AST) -> Any:
 
 
 _SYMBOLS = str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "^": "**"})
+#: A currency sign before an amount ("$50", "€ 12.5"): the amount is the number.
+_CURRENCY = re.compile(r"[$€£¥](?=\s*[\d.])")
 _CALL = re.compile(r"[A-Za-z_]\w*\s*\(")
 _THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w,])")
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -125,7 +128,7 @@ _PERCENT = re.compile(rf"(?<![\w.])({_NUMBER})\s*%(?=\s*(?:of\b|[-+*/%),]|$))(\s
 def normalize(expression: str) -> str:
     """Rewrite everyday wording (``math_words``) and notation into Python arithmetic (the rules are in the
     module docstring)."""
-    text = rewrite(expression).translate(_SYMBOLS)
+    text = rewrite(_CURRENCY.sub("", expression)).translate(_SYMBOLS)
     if not _CALL.search(text):
         text = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), text)
     return _PERCENT.sub(lambda m: f"({m.group(1)}/100)" + ("*" if m.group(2) else ""), text)
@@ -235,6 +238,9 @@ TOOL = ToolDefinition(
                 "minLength": 1,
                 "maxLength": MAX_EXPRESSION,
                 "description": "the arithmetic to evaluate, written with the message's numbers",
+                # Copied when the message holds the expression itself ("7 times 8 minus 5"); composed otherwise.
+                "x-agentmesh-copy": arithmetic_pattern(),
+                "x-agentmesh-copy-words": 12,
             }
         },
         "required": ["expression"],

@@ -235,6 +235,7 @@ def make_tool(
                     "maxLength": 2048,
                     "description": "the URL exactly as the user wrote it",
                     "x-agentmesh-copy": r"^https?://\S+$",
+                    "x-agentmesh-copy-required": True,  # no URL in the message: nothing to fetch
                 }
             },
             "required": ["url"],

@@ -79,6 +79,38 @@ _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 
+#: Binary operators as symbols or words, between two operands of an arithmetic span (``arithmetic_pattern``).
+_SPAN_OPERATORS = (
+    r"[-+*/^x×÷%]",
+    "plus",
+    "minus",
+    "times",
+    "multiplied by",
+    "divided by",
+    "over",
+    "to the power of",
+    "mod",
+    "modulo",
+    "percent of",
+    "% of",
+)
+
+
+def arithmetic_pattern() -> str:
+    """A regular expression (case-insensitive, whole value) for a span of a message that *is* an arithmetic
+    expression: numbers joined by operators or operator words ("7 times 8 minus 5", "2 to the power of 10",
+    "15% of 80", "23*47"), each number optionally squared or cubed.
+
+    Why: the router copies such a span as the calculator's expression instead of asking the model to
+    compose one (the embedded 135M model wrote "5+3" for "5 to the power of 3"); a message with no such span
+    ("how many minutes in 3 hours") is still composed by the model.
+    """
+    number = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)%?"
+    operand = rf"{number}(?: (?:squared|cubed))?"
+    operator = "|".join(_SPAN_OPERATORS)
+    return rf"(?i)^(?:{operand}\s*(?:{operator})\s*)+{operand}$|^{number} (?:squared|cubed)$"
+
+
 def rewrite(expression: str) -> str:
     """``expression`` with everyday wording turned into notation; notation passes through unchanged."""
     text = _TAIL.sub("", _LEAD.sub("", expression.strip()))

@@ -141,6 +141,7 @@ TOOL = ToolDefinition(
                 "maxLength": 48,
                 "description": "the amount with its unit, copied from the message (such as '3 gallons')",
                 "x-agentmesh-copy": _QUANTITY,
+                "x-agentmesh-copy-required": True,  # no quantity in the message: not a conversion
             },
             "to_unit": {
                 "type": "string",
