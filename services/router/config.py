@@ -65,7 +65,7 @@ class RouterConfig(RedisConfig):
         0.35, "embedding selector: best similarity below which no tool is needed", check=non_negative
     )
     selector_margin: float = opt(
-        0.03, "embedding selector: lead the nearest no-tool example needs over the best tool for no tool", check=non_negative
+        0.03, "embedding selector: lead the nearest no-tool example needs for no tool", check=non_negative
     )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
     share_prefix_cache: bool = opt(

@@ -169,6 +169,9 @@ COPY_WORDS_KEYWORD = "x-agentmesh-copy-words"
 #: Beside a copy keyword: ``true`` when the tool cannot apply to a message that holds no span for this
 #: property (a conversion needs a quantity, a fetch a URL) — the selector's choice is then overruled (``applies``).
 COPY_REQUIRED_KEYWORD = "x-agentmesh-copy-required"
+#: Beside a copy keyword: ``false`` when only the message's own spans count, not the earlier turn's that a
+#: follow-up's fill also sees ("there" is a place said before; an earlier expression is the earlier ask).
+COPY_CONTEXT_KEYWORD = "x-agentmesh-copy-context"
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
 _CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
@@ -224,7 +227,8 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
 
 
 def applies(schema_json: str, *sources: str) -> bool:
-    """Whether the sources hold a span for every property the tool marks ``COPY_REQUIRED_KEYWORD``.
+    """Whether the sources (the message first, then the earlier turn) hold a span for every property the tool
+    marks ``COPY_REQUIRED_KEYWORD``.
 
     Why: a topic match is not an ask. "Why is a foot called a foot?" is near the
     unit converter's examples in meaning, but holds no quantity to convert; the
@@ -247,6 +251,7 @@ def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, A
             continue
         shape = prop.pop(COPY_KEYWORD, None)
         max_words = prop.pop(COPY_WORDS_KEYWORD, MAX_SPAN_WORDS)
+        searched = sources if prop.pop(COPY_CONTEXT_KEYWORD, True) else sources[:1]
         if prop.pop(COPY_REQUIRED_KEYWORD, False):
             required.append(name)
         if shape and prop.get("type") == "string":
@@ -254,8 +259,10 @@ def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, A
                 whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
                 found[name] = [whole] if whole and _fits(prop, True, whole) else []
             else:
-                fitting = [s for s in spans(*sources, max_words=max_words) if _fits(prop, shape, s)]
-                found[name] = _maximal([s for s in fitting if _verbatim(s, sources)])[:MAX_SPANS]
+                fitting = [s for s in spans(*searched, max_words=max_words) if _fits(prop, shape, s)]
+                # Maximal first: a part of a longer mention stays hidden even when the whole is not verbatim
+                # ("12 + 8" is part of "(12 + 8) * 3", and neither is the expression to copy).
+                found[name] = [s for s in _maximal(fitting) if _verbatim(s, searched)][:MAX_SPANS]
     return schema, found, required
 
 

@@ -263,8 +263,14 @@ class Planner:
         if selection.decision is Decision.TOOLS and not tools:
             if not undecided:
                 return replace(selection, decision=Decision.NONE, tools=(), segments={}, undecided=())
-            return replace(selection, decision=Decision.AMBIGUOUS, tools=(), segments={}, undecided=(),
-                           candidates=tuple(n for _, names in undecided for n in names))
+            return replace(
+                selection,
+                decision=Decision.AMBIGUOUS,
+                tools=(),
+                segments={},
+                undecided=(),
+                candidates=tuple(n for _, names in undecided for n in names),
+            )
         if selection.decision is Decision.AMBIGUOUS and not candidates:
             return replace(selection, decision=Decision.NONE, candidates=())
         segments = {n: selection.segments[n] for n in tools if n in selection.segments}

@@ -111,6 +111,12 @@ _MIN_CLAUSE_WORDS = 3
 
 
 _NOT_A_WORD = re.compile(r"[\d/*+=^%:]")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def _shape(text: str) -> str:
+    """``text`` with every number written as the word "number": what an ask looks like, whatever its values."""
+    return _NUMBER.sub("number", text)
 
 
 def _short(clause: str) -> bool:
@@ -169,8 +175,8 @@ class ToolSelector:
         self._no_tool = tuple(no_tool_examples)
         self._cards: _Cards | None = None
         self._loaded_for: tuple[tuple[str, ...], ...] | None = None
-        self._example_vectors: dict[str, Vectors] = {}
-        self._recent: dict[str, Vectors] = {}  # the last message's texts and vectors
+        #: The cards' examples with their numbers masked (``_shape``), embedded at load, for ``nearest``.
+        self._shape_vectors: dict[str, Vectors] = {}
 
     @property
     def loaded(self) -> bool:
@@ -198,8 +204,10 @@ class ToolSelector:
         for i, spec in enumerate(specs):
             others = [t for t, o in zip(texts, owner, strict=True) if o != i] + list(self._no_tool)
             intents.append(intent_words((e.text for e in spec.examples), [*others, *spec.negative_examples]))
-        vectors = await self._embedder.embed([*texts, *negatives])
-        self._example_vectors = dict(zip(texts, vectors[: len(texts)], strict=True))
+        shapes = list(dict.fromkeys(_shape(e.text) for spec in specs for e in spec.examples if e.text))
+        vectors = await self._embedder.embed([*texts, *negatives, *shapes])
+        self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))
+        vectors = vectors[: len(texts) + len(negatives)]
         self._cards = _Cards(
             tools=[t.name for t in specs],
             positives=vectors[: len(texts)],
@@ -221,7 +229,6 @@ class ToolSelector:
         if follow_up:
             texts.append(follow_up)
         vectors = await self._embedder.embed(texts)
-        self._recent = dict(zip(texts, vectors, strict=True))  # nearest() reuses them for this message's fills
         verdicts = [self._decide(cards, v, t) for t, v in zip(texts, vectors, strict=True)]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
@@ -265,16 +272,21 @@ class ToolSelector:
         return Selection(Decision.AMBIGUOUS, candidates=candidates, scores=scores, none_score=whole.none_score)
 
     async def nearest(self, text: str, examples: Sequence[tuple[str, T]], k: int) -> list[tuple[str, T]]:
-        """The ``k`` examples nearest ``text`` in meaning, least to most similar (for few-shot prompts:
-        a small model leans on the last example, so the nearest goes last)."""
-        known = [e for e in examples if e[0] in self._example_vectors]
-        if not known:
-            return list(examples[-k:])
-        vector = self._recent.get(text)
-        if vector is None:
-            vector = (await self._embedder.embed([text]))[0]
-        sims = np.stack([self._example_vectors[e[0]] for e in known]) @ vector
-        return [known[i] for i in np.argsort(sims, kind="stable")[-k:]]
+        """The ``k`` examples nearest ``text`` in the shape of the ask, least to most similar (for few-shot
+        prompts: a small model leans on the last example, so the nearest goes last).
+
+        Shape, not numbers: texts are compared with every number written as the word "number". Compared as
+        written, "If a pizza costs $12 and I buy 3" was nearest "calculate (12 + 8) * 3" (the same digits),
+        and the model copied that example's expression.
+        """
+        if not examples:
+            return []
+        shapes = [_shape(e[0]) for e in examples]
+        unknown = list(dict.fromkeys(t for t in shapes if t not in self._shape_vectors))  # not a card's example
+        vectors = await self._embedder.embed([_shape(text), *unknown])
+        known = {**self._shape_vectors, **dict(zip(unknown, vectors[1:], strict=True))}
+        sims = np.stack([known[t] for t in shapes]) @ vectors[0]
+        return [examples[i] for i in np.argsort(sims, kind="stable")[-k:]]
 
     def _open(self, verdict: _Verdict) -> bool:
         """Undecided, or "no tool" only for scoring low: not a message that is itself near a no-tool

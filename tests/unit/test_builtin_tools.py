@@ -133,6 +133,8 @@ def test_http_allowlist_rules() -> None:
         ("15% of 80", 12),
         ("15 % of 80", 12),
         ("60 - 20% of 60", 48),
+        ("18% of $50", 9),  # a currency sign before an amount is dropped
+        ("€ 12.50 * 4", 50),
         ("50%", 0.5),
         ("100/20%", 500),  # the percent binds to its number, not to what came before
         ("(15%)", 0.15),
@@ -544,3 +546,25 @@ def test_the_target_unit_copy_pattern_knows_units_and_not_words() -> None:
     pattern = units.unit_pattern()
     assert all(re.search(pattern, u) for u in ("pounds", "Fahrenheit", "°C", "degrees Celsius", "km/h", "fluid ounces"))
     assert not any(re.search(pattern, w) for w in ("Convert", "What's", "meters to feet", "parsecs", "how"))
+
+
+@pytest.mark.parametrize(
+    ("span", "copied"),
+    [
+        ("7 times 8 minus 5", True),
+        ("2 to the power of 10", True),
+        ("Take 25 away from 300", True),
+        ("square root of 144", True),
+        ("9 squared minus 1", True),
+        ("15% of 80", True),
+        ("3 hours", False),  # a quantity, not arithmetic: the model composes "3*60"
+        ("4.50", False),  # a lone number is no expression
+        ("5 by 8", False),
+    ],
+)
+def test_the_calculator_copies_only_spans_that_are_arithmetic(span: str, copied: bool) -> None:
+    from services.tools.builtin.math_words import arithmetic_pattern
+
+    assert (re.search(arithmetic_pattern(), span) is not None) is copied
+    if copied:
+        calculator.evaluate(span)  # every span it copies is one the tool reads

@@ -68,10 +68,10 @@ async def test_a_fill_the_grammar_leaves_one_choice_for_runs_no_generation() -> 
 async def test_that_result_is_read_as_the_previous_number_and_then_the_message_stands_alone() -> None:
     last = record("What is 50*4?", "50*4 = 200.", "calculator", {"expression": "50*4"}, {"result": 200})
     gen = Scripted('{"expression":"200/8"}')
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Now divide that by 8.", last), TurnCounters())
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Now split that by 8.", last), TurnCounters())
     assert calls[0].arguments == {"expression": "200/8"}  # 200 is grounded by the earlier turn
     prompt = [m.content for m in gen.asked[0].messages]
-    assert prompt[-1] == "Now divide 200 by 8."  # the reference resolved before the model reads it
+    assert prompt[-1] == "Now split 200 by 8."  # the reference resolved before the model reads it
     # Nothing of the earlier turn to copy back: shown "What is 50*4?" as the nearest example, the model wrote "50*4".
     assert "What is 50*4?" not in prompt and "Earlier" not in " ".join(prompt)
 
@@ -117,3 +117,35 @@ def test_a_turns_single_result_is_one_numeric_result_or_nothing() -> None:
     assert two.single_result() == ""  # which one "that" means is not ours to guess
     two.tool_calls[1].status = common_pb2.TOOL_CALL_STATUS_FAILED
     assert two.single_result() == "1" and two.successful_calls() == (("calculator", {}),)
+
+
+async def test_an_expression_the_message_holds_is_copied_without_a_generation() -> None:
+    gen = Scripted()
+    counters = TurnCounters()
+    for message, expression in [
+        ("Calculate 5 to the power of 3", "5 to the power of 3"),  # the 135M model wrote "5+3"
+        ("Take 25 away from 300", "Take 25 away from 300"),  # and "25-300"
+        ("Work out 7 times 8 minus 5, please", "7 times 8 minus 5"),
+    ]:
+        calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn(message), counters)
+        assert [c.arguments for c in calls] == [{"expression": expression}]
+        assert calculator.evaluate(expression) == {"5 to the power of 3": 125, "7 times 8 minus 5": 51}.get(
+            expression, 275
+        )
+    assert gen.asked == [] and counters.generations == 0
+
+
+async def test_an_expression_is_composed_when_the_message_does_not_hold_it_as_written() -> None:
+    # "(12 + 8) * 3" would read as "12 + 8 * 3" once the parentheses are trimmed from its words: not a copy.
+    gen = Scripted('{"expression":"(12+8)*3"}', '{"expression":"3*60"}')
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("calculate (12 + 8) * 3"), TurnCounters())
+    assert calls[0].arguments == {"expression": "(12+8)*3"} and len(gen.asked) == 1
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("How many minutes in 3 hours?"), TurnCounters())
+    assert calls[0].arguments == {"expression": "3*60"} and len(gen.asked) == 2
+
+
+async def test_an_earlier_expression_is_never_copied_as_this_turns() -> None:
+    last = record("What is 50*4?", "50*4 = 200.", "calculator", {"expression": "50*4"}, {"result": 200})
+    gen = Scripted('{"expression":"200/8"}')
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Share that among 8 people", last), TurnCounters())
+    assert calls[0].arguments == {"expression": "200/8"} and len(gen.asked) == 1  # not "50*4" from the earlier turn

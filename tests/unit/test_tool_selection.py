@@ -5,20 +5,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import cast
 
 import numpy as np
 import pytest
 
+from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.router.embedding import Vectors
+from services.router.generation import Generator
 from services.router.grounding import numbers_in, ungrounded
 from services.router.intent_words import intent_words, words
-from services.router.planner import COPY_KEYWORD, copy_constrained, determined, spans
+from services.router.planner import COPY_KEYWORD, applies, copy_constrained, determined, spans
+from services.router.planning import PlanInput, Planner, TurnCounters
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
-from services.router.selector import Decision, SelectorSettings, ToolSelector, clauses
+from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector, clauses
 from services.tools.builtin import clock, kb_search, unit_convert
+from services.tools.convert import spec_to_proto
 
 
 class BagOfWords:
@@ -285,3 +290,42 @@ def test_determined_needs_every_required_property_pinned() -> None:
     assert determined(json.dumps(pinned)) == {"a": "x"}
     assert determined(json.dumps({**pinned, "required": ["a", "b"]})) is None
     assert determined(json.dumps({**pinned, "required": []})) is None
+
+
+async def test_a_tool_is_chosen_when_both_judges_agree_however_narrow_its_lead() -> None:
+    # The weather near miss is almost as close as the ask, but the ask shares the tool's intent words: chosen.
+    weather = spec(
+        "weather",
+        ["rain forecast Oslo", "rain forecast Paris", "sunny forecast Rome"],
+        ["history of rain forecast Oslo records"],
+    )
+    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.5, reject=0.2, margin=0.05), no_tool_examples=NO_TOOL)
+    await s.load([weather, SPECS[1]])
+    selection = await s.select("rain forecast Oslo history today")
+    assert selection.decision is Decision.TOOLS and selection.tools == ("weather",)
+    assert 0 < selection.scores["weather"] - selection.none_score < 0.05  # a lead narrower than the margin
+
+
+def test_a_tool_applies_only_when_the_message_holds_what_its_schema_requires() -> None:
+    schema = json.dumps(unit_convert.TOOL.parameters)
+    assert applies(schema, "How many pounds is 5 kg?")
+    assert not applies(schema, "Why does the US still use pounds instead of kilograms?")  # no quantity
+    assert applies(schema, "What about in pounds?", "Convert 5 kg to grams", "5 kg = 5000 g.")  # said before
+    assert applies(json.dumps(clock.make_tool().parameters), "What's the date today?")  # nothing required
+
+
+async def test_a_selected_tool_the_message_cannot_fill_is_dropped_before_any_generation() -> None:
+    class Fixed:
+        async def select(self, message: str, *, previous_message: str = "") -> Selection:
+            return Selection(Decision.TOOLS, tools=("unit_convert",), segments={"unit_convert": message})
+
+    class NoModel:
+        async def stream(self, spec: object) -> AsyncIterator[object]:
+            raise AssertionError("no generation expected")
+            yield
+
+    specs = [spec_to_proto(unit_convert.TOOL), spec_to_proto(clock.make_tool())]
+    planner = Planner(cast(Generator, NoModel()), cast(ToolSelector, Fixed()))
+    ask = PlanInput("Why does the US still use pounds instead of kilograms?", "auto", "", common_pb2.PRIORITY_P1)
+    plan = await planner.plan(specs, ask, TurnCounters())
+    assert plan.calls == [] and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING

@@ -241,6 +241,7 @@ TOOL = ToolDefinition(
                 # Copied when the message holds the expression itself ("7 times 8 minus 5"); composed otherwise.
                 "x-agentmesh-copy": arithmetic_pattern(),
                 "x-agentmesh-copy-words": 12,
+                "x-agentmesh-copy-context": False,  # an earlier turn's expression was the earlier ask
             }
         },
         "required": ["expression"],

@@ -98,17 +98,26 @@ _SPAN_OPERATORS = (
 
 def arithmetic_pattern() -> str:
     """A regular expression (case-insensitive, whole value) for a span of a message that *is* an arithmetic
-    expression: numbers joined by operators or operator words ("7 times 8 minus 5", "2 to the power of 10",
-    "15% of 80", "23*47"), each number optionally squared or cubed.
+    expression in the wording ``rewrite`` reads: numbers joined by operators or operator words ("7 times 8
+    minus 5", "2 to the power of 10", "15% of 80", "23*47"), each optionally squared or cubed or under a
+    prefix ("half of 10", "square root of 144", "double 65"), or a verb form ("take 25 away from 300",
+    "multiply 56 by 12").
 
     Why: the router copies such a span as the calculator's expression instead of asking the model to
-    compose one (the embedded 135M model wrote "5+3" for "5 to the power of 3"); a message with no such span
-    ("how many minutes in 3 hours") is still composed by the model.
+    compose one (the embedded 135M model wrote "5+3" for "5 to the power of 3" and "25-300" for "take 25
+    away from 300"); a message with no such span ("how many minutes in 3 hours") is still composed by the
+    model.
     """
     number = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)%?"
-    operand = rf"{number}(?: (?:squared|cubed))?"
+    prefix = r"(?:(?:square|cube) root of|half of|double|twice|triple|(?:a |one )?(?:third|quarter) of) "
+    term = rf"(?:{prefix})?{number}(?: (?:squared|cubed))?"
     operator = "|".join(_SPAN_OPERATORS)
-    return rf"(?i)^(?:{operand}\s*(?:{operator})\s*)+{operand}$|^{number} (?:squared|cubed)$"
+    chain = rf"(?:{term}\s*(?:{operator})\s*)+{term}|{prefix}{number}(?: (?:squared|cubed))?|{number} (?:squared|cubed)"
+    verbs = (
+        rf"(?:subtract {number} from|take {number} (?:away )?from|add {number} (?:to|and)"
+        rf"|multiply {number} (?:by|and|with)|divide {number} by|(?:the )?(?:sum|product) of {number} and) {number}"
+    )
+    return rf"(?i)^(?:{chain}|{verbs})$"
 
 
 def rewrite(expression: str) -> str:
