@@ -31,6 +31,7 @@ from typing import Any
 
 from agentmesh.common.v1 import common_pb2
 from services.router.intent_words import STOP_WORDS
+from services.router.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.prompt import Message
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,18 @@ def choose_schema(candidates: Sequence[str], mode: str) -> dict[str, Any]:
 
 
 def choose_messages(
-    tools: Sequence[common_pb2.ToolSpec], user_message: str, previous_results: str | None = None
+    tools: Sequence[common_pb2.ToolSpec],
+    user_message: str,
+    previous_results: str | None = None,
+    no_tool: Sequence[str] = NO_TOOL_EXAMPLES,
 ) -> list[Message]:
+    """The choose prompt among ``tools``: their descriptions, then worked examples nearest the message.
+
+    The "no tool" examples are ``no_tool`` (requests no tool serves) and, when one tool is the only
+    candidate, that tool's near misses. With several candidates a near miss of one may be another's ask:
+    "How many hours are in a week?" is the clock's near miss and the calculator's business, and shown
+    as needing no tool it taught the model to answer a calculator ask by itself.
+    """
     system = (
         "Decide which tools are needed to answer the user's message. Tools:\n"
         + "\n".join(f"- {t.name}: {t.description}" for t in tools)
@@ -101,7 +112,8 @@ def choose_messages(
     for tool in tools:
         mine = [(e.text, [tool.name]) for e in tool.examples]
         examples += by_similarity(user_message, mine)[-CHOOSE_EXAMPLES_PER_TOOL:]
-    negatives = [(n, list[str]()) for t in tools for n in t.negative_examples]
+    misses = [n for t in tools for n in t.negative_examples] if len(tools) == 1 else []
+    negatives = [(n, list[str]()) for n in [*no_tool, *misses]]
     examples += by_similarity(user_message, negatives)[-CHOOSE_NEGATIVES:]
     messages: list[Message] = [Message("system", system)]
     for question, needed in by_similarity(user_message, examples):

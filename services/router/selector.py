@@ -151,6 +151,8 @@ class _Cards:
     negative_owner: npt.NDArray[np.int64]
     #: Per tool, the words that mark its requests (``intent_words``): the lexical double-check.
     intents: list[frozenset[str]] = field(default_factory=list)
+    #: Per negative row, its content words (``words``).
+    negative_words: list[frozenset[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ class ToolSelector:
             negatives=vectors[len(texts) :],
             negative_owner=np.asarray(negative_owner, dtype=np.int64),
             intents=intents,
+            negative_words=[words(t) for t in negatives],
         )
         self._loaded_for = identity
         log.info("tool selector: %d tools, %d examples, %d no-tool examples", len(specs), len(texts), len(negatives))
@@ -314,11 +317,20 @@ class ToolSelector:
         mine = cards.negative_owner == best_index
         against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
         # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
-        if best >= s.choose and best > against:
+        if best >= s.choose:
             intents = cards.intents[best_index] if cards.intents else frozenset()
-            if not intents or words(text) & intents:
-                return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
-            return _Verdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent: ask the model
+            if not intents:
+                if best > against:
+                    return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+            elif words(text) & intents:
+                # Judged in intent as well as in topic: a negative that shares none of the tool's intent words
+                # is near in topic only ("Explain how the kilogram is defined" against "How many ounces is 1
+                # kilogram?"), and does not stand against an ask that does.
+                rivals = (generic | mine) & np.asarray([bool(w & intents) for w in cards.negative_words])
+                if best > (float(negative_sims[rivals].max()) if rivals.any() else -1.0):
+                    return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+            elif best > against:
+                return _Verdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent: ask the model
         if best < s.reject or against - best >= s.margin:
             return _Verdict(Decision.NONE, [], scores, against)
         return _Verdict(Decision.AMBIGUOUS, [], scores, against)
