@@ -41,16 +41,22 @@ from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationSpec, Generator
 from services.router.grounding import ungrounded
 from services.router.metrics import RouterMetrics
+from services.router.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.planner import (
+    CALL_SHOTS,
     FILL_EXAMPLES,
+    NO_CALL,
     PlannedCall,
     applies,
+    call_messages,
+    call_schema,
     choose_messages,
     choose_schema,
     copy_constrained,
     determined,
     fill_messages,
     parse_arguments,
+    parse_call,
     parse_choice,
     worked_examples,
 )
@@ -183,9 +189,9 @@ class Planner:
         """The first round's calls: select, then fill each selected tool concurrently."""
         with self._tracer.start_as_current_span("agent.plan") as span:
             turn = restated(turn)
-            names, segments, method = await self._select(specs, turn, counters)
+            names, segments, method, decided = await self._select(specs, turn, counters)
             span.set_attribute("agentmesh.tool_selection", agent_pb2.ToolSelection.Name(method))
-            calls = await self.fill(specs, names, segments, turn, counters)
+            calls = decided if decided is not None else await self.fill(specs, names, segments, turn, counters)
             span.set_attribute("agentmesh.planned_calls", [c.name for c in calls])
             return Plan(calls, method)
 
@@ -199,15 +205,17 @@ class Planner:
 
     async def _select(
         self, specs: Sequence[common_pb2.ToolSpec], turn: PlanInput, counters: TurnCounters
-    ) -> tuple[list[str], dict[str, str], agent_pb2.ToolSelection.ValueType]:
+    ) -> tuple[list[str], dict[str, str], agent_pb2.ToolSelection.ValueType, list[PlannedCall] | None]:
+        """The tools to fill (with the clause each was asked in) and how they were selected — or, from the
+        ambiguous band, the calls themselves, decided and filled in one generation."""
         if turn.mode == "named":
             self._count("named", "tools")
-            return [turn.named_tool], {}, agent_pb2.TOOL_SELECTION_NAMED
+            return [turn.named_tool], {}, agent_pb2.TOOL_SELECTION_NAMED, None
         all_names = [t.name for t in specs]
         if self._selector is None:
             names = await self._choose(specs, all_names, turn, turn.mode, counters)
             self._count("llm", "tools" if names else "none")
-            return names, {}, agent_pb2.TOOL_SELECTION_LLM
+            return names, {}, agent_pb2.TOOL_SELECTION_LLM, None
         started = time.perf_counter()
         selection = await self._selector.select(turn.message, previous_message=turn.previous_message)
         selection = self._applicable(specs, selection, turn)
@@ -221,7 +229,7 @@ class Planner:
         if selection.decision is Decision.TOOLS:
             names, segments = list(selection.tools), dict(selection.segments)
             if not selection.undecided:
-                return names, segments, agent_pb2.TOOL_SELECTION_EMBEDDING
+                return names, segments, agent_pb2.TOOL_SELECTION_EMBEDDING, None
             # A second ask the classifier could not decide: the model decides that clause, concurrently.
             clause_turns = [replace(turn, message=part) for part, _ in selection.undecided]
             chosen = await asyncio.gather(
@@ -235,13 +243,86 @@ class Planner:
                     if name not in segments:
                         names.append(name)
                         segments[name] = clause.message
-            return names, segments, agent_pb2.TOOL_SELECTION_LLM
+            return names, segments, agent_pb2.TOOL_SELECTION_LLM, None
         if selection.decision is Decision.NONE and turn.mode != "required":
-            return [], {}, agent_pb2.TOOL_SELECTION_EMBEDDING
+            return [], {}, agent_pb2.TOOL_SELECTION_EMBEDDING, None
         # The ambiguous band (or "required" with no clear tool): the model decides among the candidates.
         candidates = list(selection.candidates) or all_names
+        if turn.mode == "auto":
+            return [], {}, agent_pb2.TOOL_SELECTION_LLM, await self._decide_call(specs, candidates, turn, counters)
         names = await self._choose(specs, candidates, turn, turn.mode, counters)
-        return names, {}, agent_pb2.TOOL_SELECTION_LLM
+        return names, {}, agent_pb2.TOOL_SELECTION_LLM, None
+
+    async def _decide_call(
+        self, specs: Sequence[common_pb2.ToolSpec], candidates: Sequence[str], turn: PlanInput, counters: TurnCounters
+    ) -> list[PlannedCall]:
+        """The ambiguous band: one generation decides whether a candidate is needed and writes its call.
+
+        Choosing and then filling took two generations in series, so a single-tool turn decided here took
+        three with the answer. The worked decisions are the candidates' examples as calls and the nearest
+        requests no tool serves (with one candidate, its near misses too), nearest in shape last.
+        """
+        selector = self._selector
+        if selector is None:  # the band is the embedding selector's
+            return []
+        by_name = {t.name: t for t in specs}
+        shown = [by_name[n] for n in candidates if n in by_name]
+        context = self._context(turn, [t.name for t in shown])
+        text, told = self._resolved(turn.message, turn, context)
+        parameters = [(t.name, copy_constrained(t.parameters_json_schema, text, told)) for t in shown]
+        positives: list[tuple[str, dict[str, Any]]] = [
+            (q, {"tool": t.name, "arguments": a}) for t in shown for q, a in worked_examples(t)
+        ]
+        misses = [n for t in shown for n in t.negative_examples] if len(shown) == 1 else []
+        negatives: list[tuple[str, dict[str, Any]]] = [(q, {"tool": NO_CALL}) for q in [*NO_TOOL_EXAMPLES, *misses]]
+        nearest = [
+            *await selector.nearest(text, positives, CALL_SHOTS),
+            *await selector.nearest(text, negatives, CALL_SHOTS),
+        ]
+        shots = await selector.nearest(text, nearest, len(nearest))
+        asked = f"Earlier: {told}\nNow: {text}" if told else text
+        out = await self.structured(
+            call_messages(shown, asked, shots),
+            json.dumps(call_schema(parameters)),
+            turn.priority,
+            counters,
+            self._fill_max_tokens,
+        )
+        decided = parse_call(out, [t.name for t in shown])
+        if decided is None:
+            return []
+        call = self._checked(decided[0], decided[1], turn.message, context)
+        return [call] if call is not None else []
+
+    @staticmethod
+    def _context(turn: PlanInput, names: Sequence[str]) -> str:
+        """The previous turn, when the message refers back or uses a tool that turn used; else ""."""
+        previous = {name for name, _ in turn.previous_calls}
+        if (turn.previous_message or turn.previous_answer) and (
+            _REFERS_BACK.search(turn.message) or any(name in previous for name in names)
+        ):
+            # Both sides of the previous turn: "there" names a place the user said, "that" a number the answer
+            # said; and a tool used again right after its last call is a follow-up of it ("What about 7 kg?").
+            return " ".join(filter(None, (turn.previous_message, turn.previous_answer)))
+        return ""
+
+    @staticmethod
+    def _resolved(text: str, turn: PlanInput, context: str) -> tuple[str, str]:
+        """``text`` with "that result" read as the previous result, and the context the fill still needs."""
+        if turn.previous_result:
+            said = _THAT_RESULT.sub(turn.previous_result, text)
+            if said != text:  # "divide 200 by 8" says it all: the earlier turn would only be copied back
+                return said, ""
+        return text, context
+
+    def _checked(self, name: str, arguments: dict[str, Any], message: str, context: str) -> PlannedCall | None:
+        """The call, unless a number in it is grounded nowhere in the conversation (then dropped, counted)."""
+        invented = ungrounded(arguments, message, context)
+        if invented:
+            self._drop("ungrounded")
+            log.warning("dropped planned call %s%s: %s not in the conversation", name, arguments, invented)
+            return None
+        return PlannedCall(name, arguments)
 
     def _applicable(self, specs: Sequence[common_pb2.ToolSpec], selection: Selection, turn: PlanInput) -> Selection:
         """The selection less the tools whose schema the message cannot fill (``planner.applies``): a
@@ -303,21 +384,11 @@ class Planner:
         """Arguments for each named tool, filled concurrently; unparseable or ungrounded fills are dropped."""
         by_name = {t.name: t for t in specs}
         previous = {name: args for name, args in turn.previous_calls}
-        context = ""
-        if (turn.previous_message or turn.previous_answer) and (
-            _REFERS_BACK.search(turn.message) or any(name in previous for name in names)
-        ):
-            # Both sides of the previous turn: "there" names a place the user said, "that" a number the answer
-            # said; and a tool used again right after its last call is a follow-up of it ("What about 7 kg?").
-            context = " ".join(filter(None, (turn.previous_message, turn.previous_answer)))
+        context = self._context(turn, names)
 
         async def fill_one(name: str) -> str:
-            tool, text = by_name[name], segments.get(name, turn.message)
-            told = context
-            if turn.previous_result:
-                said = _THAT_RESULT.sub(turn.previous_result, text)
-                if said != text:  # "divide 200 by 8" says it all: the earlier turn would only be copied back
-                    text, told = said, ""
+            tool = by_name[name]
+            text, told = self._resolved(segments.get(name, turn.message), turn, context)
             schema = copy_constrained(tool.parameters_json_schema, text, told)
             known = determined(schema)
             if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
@@ -337,12 +408,9 @@ class Planner:
             if arguments is None:
                 self._drop("unparseable")
                 continue
-            invented = ungrounded(arguments, turn.message, context)
-            if invented:
-                self._drop("ungrounded")
-                log.warning("dropped planned call %s%s: %s not in the conversation", name, text, invented)
-                continue
-            calls.append(PlannedCall(name, arguments))
+            call = self._checked(name, arguments, turn.message, context)
+            if call is not None:
+                calls.append(call)
         return calls
 
     async def structured(

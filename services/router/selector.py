@@ -177,7 +177,7 @@ class ToolSelector:
         self._no_tool = tuple(no_tool_examples)
         self._cards: _Cards | None = None
         self._loaded_for: tuple[tuple[str, ...], ...] | None = None
-        #: The cards' examples with their numbers masked (``_shape``), embedded at load, for ``nearest``.
+        #: The cards' examples and negatives with numbers masked (``_shape``), embedded at load, for ``nearest``.
         self._shape_vectors: dict[str, Vectors] = {}
 
     @property
@@ -206,7 +206,7 @@ class ToolSelector:
         for i, spec in enumerate(specs):
             others = [t for t, o in zip(texts, owner, strict=True) if o != i] + list(self._no_tool)
             intents.append(intent_words((e.text for e in spec.examples), [*others, *spec.negative_examples]))
-        shapes = list(dict.fromkeys(_shape(e.text) for spec in specs for e in spec.examples if e.text))
+        shapes = list(dict.fromkeys(_shape(t) for t in [*(e.text for s in specs for e in s.examples), *negatives] if t))
         vectors = await self._embedder.embed([*texts, *negatives, *shapes])
         self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))
         vectors = vectors[: len(texts) + len(negatives)]

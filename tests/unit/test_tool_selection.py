@@ -329,3 +329,20 @@ async def test_a_selected_tool_the_message_cannot_fill_is_dropped_before_any_gen
     ask = PlanInput("Why does the US still use pounds instead of kilograms?", "auto", "", common_pb2.PRIORITY_P1)
     plan = await planner.plan(specs, ask, TurnCounters())
     assert plan.calls == [] and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
+
+
+async def test_a_negative_near_only_in_topic_does_not_stand_against_an_ask_in_intent() -> None:
+    # The near miss is about Oslo, not the weather: nearer the message than any example, but it shares none
+    # of the tool's intent words ("rain", "forecast"), and the message does ("How many ounces is 1 kilogram?"
+    # against "Explain how the kilogram is defined").
+    weather = spec(
+        "weather",
+        ["rain forecast Oslo", "rain forecast Paris", "sunny forecast Rome"],
+        ["explain how Oslo got its name Oslo"],
+    )
+    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.4, reject=0.2, margin=0.05), no_tool_examples=NO_TOOL)
+    await s.load([weather, SPECS[1]])
+    ask = await s.select("rain Oslo name explain")
+    assert ask.decision is Decision.TOOLS and ask.tools == ("weather",)
+    assert ask.none_score > ask.scores["weather"]  # nearer in topic
+    assert (await s.select("explain how Oslo got its name")).decision is Decision.NONE
