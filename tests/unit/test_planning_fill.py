@@ -6,9 +6,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+import pytest
+
+from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
 from services.router.planning import PlanInput, Planner, TurnCounters
+from services.router.selector import Decision, Selection, ToolSelector
 from services.router.session_records import ToolRecord, TurnRecord
 from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto
@@ -149,3 +153,39 @@ async def test_an_earlier_expression_is_never_copied_as_this_turns() -> None:
     gen = Scripted('{"expression":"200/8"}')
     calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Share that among 8 people", last), TurnCounters())
     assert calls[0].arguments == {"expression": "200/8"} and len(gen.asked) == 1  # not "50*4" from the earlier turn
+
+
+class Band:
+    """A selector stand-in that finds every message ambiguous between ``candidates``."""
+
+    def __init__(self, *candidates: str) -> None:
+        self.candidates = candidates
+
+    async def select(self, message: str, *, previous_message: str = "") -> Selection:
+        return Selection(Decision.AMBIGUOUS, candidates=self.candidates)
+
+    async def nearest(self, text: str, examples: list[tuple[str, Any]], k: int) -> list[tuple[str, Any]]:
+        return list(examples[-k:])
+
+
+@pytest.mark.parametrize(
+    ("decision", "planned"),
+    [
+        ('{"tool":"calculator","arguments":{"expression":"24*7"}}', [("calculator", {"expression": "24*7"})]),
+        ('{"tool":"none"}', []),
+        ('{"tool":"calculator","arguments":{"expression":"24*9"}}', []),  # 9 is grounded nowhere: dropped
+    ],
+)
+async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
+    decision: str, planned: list[tuple[str, dict[str, Any]]]
+) -> None:
+    gen = Scripted(decision)
+    counters = TurnCounters()
+    band = Planner(cast(Generator, gen), cast(ToolSelector, Band("calculator", "clock")))
+    plan = await band.plan(SPECS, turn("How many hours are in a week?"), counters)
+    assert [(c.name, c.arguments) for c in plan.calls] == planned
+    assert counters.generations == 1 and plan.method == agent_pb2.TOOL_SELECTION_LLM
+    options = json.loads(gen.asked[0].json_schema)["anyOf"]
+    assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
+    shown = [m.content for m in gen.asked[0].messages]
+    assert '{"tool":"none"}' in shown and shown[-1] == "How many hours are in a week?"
