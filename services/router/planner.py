@@ -251,6 +251,9 @@ COPY_REQUIRED_KEYWORD = "x-agentmesh-copy-required"
 #: Beside a copy keyword: ``false`` when only the message's own spans count, not the earlier turn's that a
 #: follow-up's fill also sees ("there" is a place said before; an earlier expression is the earlier ask).
 COPY_CONTEXT_KEYWORD = "x-agentmesh-copy-context"
+#: Beside a copy keyword: a regular expression a *composed* value must match when no span fits (the
+#: grammar's ``pattern``, for the fill only: the tool's own schema still takes what its users write).
+COMPOSE_PATTERN_KEYWORD = "x-agentmesh-compose-pattern"
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
 _CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
@@ -300,8 +303,15 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
         return schema_json
     schema, found, _ = _copy_options(schema_json, sources)
     for name, options in _one_mention_one_argument(found).items():
+        prop = schema["properties"][name]
+        compose = prop.pop(COMPOSE_PATTERN_KEYWORD, None)
         if options:
             schema["properties"][name] = {"type": "string", "enum": options}
+        elif isinstance(compose, str):
+            # xgrammar takes no pattern beside length bounds: the fill's token limit and the tool bound it.
+            prop.pop("minLength", None)
+            prop.pop("maxLength", None)
+            prop["pattern"] = compose
     return json.dumps(schema)
 
 

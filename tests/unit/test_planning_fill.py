@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -189,3 +190,18 @@ async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
     assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
     shown = [m.content for m in gen.asked[0].messages]
     assert '{"tool":"none"}' in shown and shown[-1] == "How many hours are in a week?"
+
+
+async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not() -> None:
+    gen = Scripted('{"expression":"12*15"}')
+    ask = turn("If I save $15 a week, how much after 12 weeks?")
+    await planner(gen).fill(SPECS, ["calculator"], {}, ask, TurnCounters())
+    prop = json.loads(gen.asked[0].json_schema)["properties"]["expression"]
+    assert prop["pattern"] == calculator.COMPOSED and re.search(prop["pattern"], "12*15")
+    assert not re.search(prop["pattern"], "12 weeks x $15 per week")  # what the 135M model wrote, unconstrained
+    assert "x-agentmesh-compose-pattern" not in gen.asked[0].json_schema
+    assert "maxLength" not in prop  # xgrammar refuses a pattern beside length bounds
+
+    from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features
+
+    assert not has_xgrammar_unsupported_json_features(json.loads(gen.asked[0].json_schema))

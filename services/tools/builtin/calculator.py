@@ -70,6 +70,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "tan": math.tan,
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
+#: What an expression the router's model composes may contain: numbers, operators, parentheses and the
+#: function names (the tool itself also reads worded arithmetic, which the router copies from the message).
+COMPOSED = r"^(?:[0-9+*/%^()., -]|" + "|".join(FUNCTIONS) + r"|pi)+$"
 
 
 def _eval(node: ast.AST) -> Any:
@@ -242,6 +245,8 @@ TOOL = ToolDefinition(
                 "x-agentmesh-copy": arithmetic_pattern(),
                 "x-agentmesh-copy-words": 12,
                 "x-agentmesh-copy-context": False,  # an earlier turn's expression was the earlier ask
+                # Composed, it is notation: the 135M model wrote "12 weeks x $15 per week = $15".
+                "x-agentmesh-compose-pattern": COMPOSED,
             }
         },
         "required": ["expression"],

@@ -109,22 +109,26 @@ class Bm25Index:
 
 
 def best_sentence(text: str, query: str) -> str:
-    """The sentence of ``text`` sharing most words with ``query`` (the first on a tie), on one line, capped.
+    """The two sentences of ``text`` sharing most words with ``query`` (earlier ones on a tie), in the
+    section's order, on one line, each capped.
 
     The best section's first sentence is often about something else (a section
-    covers several services); the sentence the query's words are in is the one
-    that answers it.
+    covers several services); the sentences the query's words are in are the ones
+    that answer it. Two, because one sentence often sets the terms and the next
+    answers ("P2 for batch work." then "Under overload the gateway sheds P2
+    first with RESOURCE_EXHAUSTED"), and both share the query's words.
     """
     sentences = _SENTENCE_END.split(" ".join(text.split()))
     wanted = set(terms(query))
-    sentence = max(sentences, key=lambda s: len(wanted.intersection(terms(s))))
-    if len(sentence) > MAX_SUMMARY_SENTENCE:
-        sentence = sentence[: MAX_SUMMARY_SENTENCE - 1].rstrip() + "…"
-    return sentence
+    ranked = sorted(range(len(sentences)), key=lambda i: (-len(wanted.intersection(terms(sentences[i]))), i))
+    chosen = [sentences[i] for i in sorted(ranked[:2])]
+    return " ".join(
+        s if len(s) <= MAX_SUMMARY_SENTENCE else s[: MAX_SUMMARY_SENTENCE - 1].rstrip() + "…" for s in chosen
+    )
 
 
 def summarize(output: Any) -> str:
-    """The best section's title and its sentence nearest the query; empty when nothing was found (or not ours)."""
+    """The best section's title and its sentences nearest the query; empty when nothing was found (or not ours)."""
     results = output.get("results") if isinstance(output, dict) else None
     if not isinstance(results, list) or not results or not isinstance(results[0], dict):
         return ""

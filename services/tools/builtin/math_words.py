@@ -62,6 +62,7 @@ _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"\b(?:double|twice)\s+({_OPERAND})", r"2*\1"),
         (rf"\btriple\s+({_OPERAND})", r"3*\1"),
         (rf"({_NUM})\s*(?:percent|per cent|pct)\b", r"\1%"),
+        (rf"({_NUM}%)\s+off\s+(?:of\s+)?({_OPERAND})", r"(\2-\1 of \2)"),
         (rf"\badd\s+({_OPERAND})\s+(?:to|and)\s+({_OPERAND})", r"\2+\1"),
         (rf"\bsubtract\s+({_OPERAND})\s+from\s+({_OPERAND})", r"\2-\1"),
         (rf"\btake\s+({_OPERAND})\s+(?:away )?from\s+({_OPERAND})", r"\2-\1"),
@@ -93,6 +94,8 @@ _SPAN_OPERATORS = (
     "modulo",
     "percent of",
     "% of",
+    "percent off",
+    "% off",
 )
 
 
