@@ -70,9 +70,10 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "tan": math.tan,
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
-#: What an expression the router's model composes may contain: numbers, operators, parentheses and the
-#: function names (the tool itself also reads worded arithmetic, which the router copies from the message).
-COMPOSED = r"^(?:[0-9+*/%^()., -]|" + "|".join(FUNCTIONS) + r"|pi)+$"
+#: What an expression the router's model composes may contain: numbers, operators, parentheses, the
+#: function names, "of" ("18% of 50") and a currency sign (the tool itself also reads worded arithmetic,
+#: which the router copies from the message; kept from "of", the model repeated "18%" to its token limit).
+COMPOSED = r"^(?:[0-9+*/%^()., $-]|" + "|".join(FUNCTIONS) + r"|pi|of)+$"
 
 
 def _eval(node: ast.AST) -> Any:
