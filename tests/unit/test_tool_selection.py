@@ -292,15 +292,17 @@ def test_determined_needs_every_required_property_pinned() -> None:
     assert determined(json.dumps({**pinned, "required": []})) is None
 
 
+async def weather_with_near_miss(near_miss: str, *, choose: float) -> ToolSelector:
+    """A selector over a weather tool (intent words "rain", "forecast") with one near miss, and the stocks tool."""
+    weather = spec("weather", ["rain forecast Oslo", "rain forecast Paris", "sunny forecast Rome"], [near_miss])
+    s = ToolSelector(BagOfWords(), SelectorSettings(choose=choose, reject=0.2, margin=0.05), no_tool_examples=NO_TOOL)
+    await s.load([weather, SPECS[1]])
+    return s
+
+
 async def test_a_tool_is_chosen_when_both_judges_agree_however_narrow_its_lead() -> None:
     # The weather near miss is almost as close as the ask, but the ask shares the tool's intent words: chosen.
-    weather = spec(
-        "weather",
-        ["rain forecast Oslo", "rain forecast Paris", "sunny forecast Rome"],
-        ["history of rain forecast Oslo records"],
-    )
-    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.5, reject=0.2, margin=0.05), no_tool_examples=NO_TOOL)
-    await s.load([weather, SPECS[1]])
+    s = await weather_with_near_miss("history of rain forecast Oslo records", choose=0.5)
     selection = await s.select("rain forecast Oslo history today")
     assert selection.decision is Decision.TOOLS and selection.tools == ("weather",)
     assert 0 < selection.scores["weather"] - selection.none_score < 0.05  # a lead narrower than the margin
@@ -335,13 +337,7 @@ async def test_a_negative_near_only_in_topic_does_not_stand_against_an_ask_in_in
     # The near miss is about Oslo, not the weather: nearer the message than any example, but it shares none
     # of the tool's intent words ("rain", "forecast"), and the message does ("How many ounces is 1 kilogram?"
     # against "Explain how the kilogram is defined").
-    weather = spec(
-        "weather",
-        ["rain forecast Oslo", "rain forecast Paris", "sunny forecast Rome"],
-        ["explain how Oslo got its name Oslo"],
-    )
-    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.4, reject=0.2, margin=0.05), no_tool_examples=NO_TOOL)
-    await s.load([weather, SPECS[1]])
+    s = await weather_with_near_miss("explain how Oslo got its name Oslo", choose=0.4)
     ask = await s.select("rain Oslo name explain")
     assert ask.decision is Decision.TOOLS and ask.tools == ("weather",)
     assert ask.none_score > ask.scores["weather"]  # nearer in topic
