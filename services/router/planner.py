@@ -303,15 +303,8 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
         return schema_json
     schema, found, _ = _copy_options(schema_json, sources)
     for name, options in _one_mention_one_argument(found).items():
-        prop = schema["properties"][name]
-        compose = prop.pop(COMPOSE_PATTERN_KEYWORD, None)
         if options:
             schema["properties"][name] = {"type": "string", "enum": options}
-        elif isinstance(compose, str):
-            # xgrammar takes no pattern beside length bounds: the fill's token limit and the tool bound it.
-            prop.pop("minLength", None)
-            prop.pop("maxLength", None)
-            prop["pattern"] = compose
     return json.dumps(schema)
 
 
@@ -330,8 +323,9 @@ def applies(schema_json: str, *sources: str) -> bool:
 
 
 def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, Any], dict[str, list[str]], list[str]]:
-    """The schema with the copy keywords taken out, each copy property's options among the sources' spans,
-    and the names of the properties marked ``COPY_REQUIRED_KEYWORD``."""
+    """The schema with the copy keywords taken out (a copy property with no option held to its compose
+    pattern), each copy property's options among the sources' spans, and the names of the properties marked
+    ``COPY_REQUIRED_KEYWORD``."""
     schema = json.loads(schema_json)
     found: dict[str, list[str]] = {}
     required: list[str] = []
@@ -341,6 +335,7 @@ def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, A
         shape = prop.pop(COPY_KEYWORD, None)
         max_words = prop.pop(COPY_WORDS_KEYWORD, MAX_SPAN_WORDS)
         searched = sources if prop.pop(COPY_CONTEXT_KEYWORD, True) else sources[:1]
+        compose = prop.pop(COMPOSE_PATTERN_KEYWORD, None)
         if prop.pop(COPY_REQUIRED_KEYWORD, False):
             required.append(name)
         if shape and prop.get("type") == "string":
@@ -352,6 +347,11 @@ def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, A
                 # Maximal first: a part of a longer mention stays hidden even when the whole is not verbatim
                 # ("12 + 8" is part of "(12 + 8) * 3", and neither is the expression to copy).
                 found[name] = [s for s in _maximal(fitting) if _verbatim(s, searched)][:MAX_SPANS]
+            if not found[name] and isinstance(compose, str):
+                # xgrammar takes no pattern beside length bounds: the fill's token limit and the tool bound it.
+                prop.pop("minLength", None)
+                prop.pop("maxLength", None)
+                prop["pattern"] = compose
     return schema, found, required
 
 

@@ -151,8 +151,9 @@ class _Cards:
     negative_owner: npt.NDArray[np.int64]
     #: Per tool, the words that mark its requests (``intent_words``): the lexical double-check.
     intents: list[frozenset[str]] = field(default_factory=list)
-    #: Per negative row, its content words (``words``).
-    negative_words: list[frozenset[str]] = field(default_factory=list)
+    #: ``rivals[i, j]``: negative row j shares one of tool i's intent words, so it can stand against an ask
+    #: of tool i that shares one too (computed once per tool list, not per message).
+    rivals: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,7 @@ class ToolSelector:
         vectors = await self._embedder.embed([*texts, *negatives, *shapes])
         self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))
         vectors = vectors[: len(texts) + len(negatives)]
+        negative_words = [words(t) for t in negatives]
         self._cards = _Cards(
             tools=[t.name for t in specs],
             positives=vectors[: len(texts)],
@@ -217,7 +219,9 @@ class ToolSelector:
             negatives=vectors[len(texts) :],
             negative_owner=np.asarray(negative_owner, dtype=np.int64),
             intents=intents,
-            negative_words=[words(t) for t in negatives],
+            rivals=np.asarray([[bool(w & mine) for w in negative_words] for mine in intents], dtype=np.bool_).reshape(
+                len(intents), len(negatives)
+            ),
         )
         self._loaded_for = identity
         log.info("tool selector: %d tools, %d examples, %d no-tool examples", len(specs), len(texts), len(negatives))
@@ -319,14 +323,11 @@ class ToolSelector:
         # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
         if best >= s.choose:
             intents = cards.intents[best_index] if cards.intents else frozenset()
-            if not intents:
-                if best > against:
-                    return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
-            elif words(text) & intents:
+            if not intents or words(text) & intents:
                 # Judged in intent as well as in topic: a negative that shares none of the tool's intent words
                 # is near in topic only ("Explain how the kilogram is defined" against "How many ounces is 1
                 # kilogram?"), and does not stand against an ask that does.
-                rivals = (generic | mine) & np.asarray([bool(w & intents) for w in cards.negative_words])
+                rivals = (generic | mine) & cards.rivals[best_index] if intents else generic | mine
                 if best > (float(negative_sims[rivals].max()) if rivals.any() else -1.0):
                     return _Verdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
             elif best > against:
