@@ -12,7 +12,7 @@ from evals.arguments import ANSWER_REL_TOL, check_arguments, numbers_close
 from evals.cases import AnswerSpec, is_number
 from evals.records import ToolCall, TurnRecord
 
-#: What an answer says when it relays a failure (an unsupported unit).
+#: What an answer says when it relays a failure (an unsupported unit, a host not allowed).
 ERROR_PHRASES = (
     "cannot",
     "can't",
@@ -29,6 +29,10 @@ ERROR_PHRASES = (
     "not recognised",
     "don't recognize",
     "error",
+    "failed",  # "The http_get tool failed: host 'example.com' is not on the allowlist."
+    "not allowed",
+    "not on the allowlist",
+    "refused",
 )
 
 # -------------------------------------------------------------------------------------------- scoring

@@ -4,7 +4,7 @@ A small model asked to fill arguments invents values (10.0, 10000001) when the
 message does not hold them; an invented number is never right, so such a call is
 dropped. But many correct calls use numbers the user did not type as digits:
 
-- "half of 10" → ``10/2``; "a third of 90" → ``90/3``; "double 21" → ``21*2``
+- "twenty-five times four" → ``25*4``; "half of 10" → ``10/2``; "a third of 90" → ``90/3``; "double 21" → ``21*2``
   (number words and fraction words: half, third, quarter, double, twice, dozen…);
 - "15% of 80" → ``0.15*80`` or ``15/100*80`` (a percentage as a fraction, and 100);
 - "how many minutes in 3 hours" → ``3*60`` (unit constants: 60, 24, 7, 365, 12,
@@ -22,35 +22,16 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from services.tools.numbers import worded_numbers
+
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(%?)")
 
 #: Numbers every filler may use: identities, and constants of everyday unit arithmetic.
 CONSTANTS: frozenset[float] = frozenset([0, 1, 2, 100, 1000, 60, 24, 7, 12, 52, 365, 366, 3600, 1440, 86400, 1024])
 
-#: Number words and the numbers they stand for (a fraction word gives its divisor and its value).
+#: Words that stand for numbers beside the number words themselves (``services.tools.numbers``: "twenty-five"
+#: is 25): a fraction word gives its divisor and its value.
 WORDS: dict[str, tuple[float, ...]] = {
-    "zero": (0,),
-    "one": (1,),
-    "two": (2,),
-    "three": (3,),
-    "four": (4,),
-    "five": (5,),
-    "six": (6,),
-    "seven": (7,),
-    "eight": (8,),
-    "nine": (9,),
-    "ten": (10,),
-    "eleven": (11,),
-    "twelve": (12,),
-    "fifteen": (15,),
-    "twenty": (20,),
-    "thirty": (30,),
-    "forty": (40,),
-    "fifty": (50,),
-    "hundred": (100,),
-    "thousand": (1000,),
-    "million": (1e6,),
-    "billion": (1e9,),
     "dozen": (12,),
     "half": (2, 0.5),
     "halve": (2, 0.5),
@@ -83,6 +64,7 @@ def numbers_in(text: str) -> set[float]:
         found |= {value, abs(value)}
         if match.group(1) == "%":
             found |= {abs(value) / 100, 100.0}
+    found.update(float(value) for _, _, value in worded_numbers(lowered))
     for word, values in WORDS.items():
         if re.search(rf"\b{word}\b", lowered):
             found.update(values)

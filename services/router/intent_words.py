@@ -22,6 +22,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from services.tools.numbers import words_to_digits
+
 _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*|[-+*/^%×÷=]")
 #: Function words (and the tails of "what's", "don't"): frequent everywhere, so they say nothing about intent
 #: ("in" would tie places to clocks).
@@ -41,9 +43,10 @@ MIN_RATIO = 3.0
 
 
 def words(text: str) -> frozenset[str]:
-    """Content words of ``text``: lower case, numbers as ``<num>``, a plural "s" off, function words out."""
+    """Content words of ``text``: lower case, numbers (in digits or words) as ``<num>``, a plural "s" off,
+    function words out."""
     out = set()
-    for token in _TOKEN.findall(text.lower()):
+    for token in _TOKEN.findall(words_to_digits(text.lower())):
         if token[0].isdigit():
             out.add("<num>")
         elif token not in STOP_WORDS:

@@ -251,9 +251,16 @@ COPY_REQUIRED_KEYWORD = "x-agentmesh-copy-required"
 #: Beside a copy keyword: ``false`` when only the message's own spans count, not the earlier turn's that a
 #: follow-up's fill also sees ("there" is a place said before; an earlier expression is the earlier ask).
 COPY_CONTEXT_KEYWORD = "x-agentmesh-copy-context"
+#: Beside a copy keyword: ``true`` when a span of this shape in the message is evidence of the ask itself (an
+#: arithmetic expression, "minutes in a week"): a message the selector left ambiguous that holds one, for
+#: this tool alone among the candidates, is this tool's without a generation deciding (``evident``).
+COPY_EVIDENT_KEYWORD = "x-agentmesh-copy-evident"
 #: Beside a copy keyword: a regular expression a *composed* value must match when no span fits (the
 #: grammar's ``pattern``, for the fill only: the tool's own schema still takes what its users write).
 COMPOSE_PATTERN_KEYWORD = "x-agentmesh-compose-pattern"
+#: Beside a copy keyword: a regular expression for the spans to offer when the message has any ("6 feet", a
+#: quantity in a known unit, over "6 feet tall"); the other fitting spans are offered only when none is.
+COPY_PREFER_KEYWORD = "x-agentmesh-copy-prefer"
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
 _CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
@@ -318,17 +325,33 @@ def applies(schema_json: str, *sources: str) -> bool:
     """
     if COPY_REQUIRED_KEYWORD not in schema_json:
         return True
-    _, found, required = _copy_options(schema_json, sources)
-    return all(found.get(name) for name in required)
+    _, found, marked = _copy_options(schema_json, sources)
+    return all(found.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
 
 
-def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, Any], dict[str, list[str]], list[str]]:
+def evident(schema_json: str, message: str) -> bool:
+    """Whether ``message`` holds a span for a property the tool marks ``COPY_EVIDENT_KEYWORD``.
+
+    Why: the selector's embedding and intent words can leave an ask in the band
+    that the tool's own shape recognises ("minutes in a week?", "what's twelve
+    times eleven": no digit, so no intent word); the 135M model then often
+    answered it by itself, wrongly.
+    """
+    if COPY_EVIDENT_KEYWORD not in schema_json:
+        return False
+    _, found, marked = _copy_options(schema_json, (message,))
+    return any(found.get(name) for name in marked[COPY_EVIDENT_KEYWORD])
+
+
+def _copy_options(
+    schema_json: str, sources: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, list[str]]]:
     """The schema with the copy keywords taken out (a copy property with no option held to its compose
-    pattern), each copy property's options among the sources' spans, and the names of the properties marked
-    ``COPY_REQUIRED_KEYWORD``."""
+    pattern), each copy property's options among the sources' spans, and per flag keyword
+    (``COPY_REQUIRED_KEYWORD``, ``COPY_EVIDENT_KEYWORD``) the names of the properties it marks."""
     schema = json.loads(schema_json)
     found: dict[str, list[str]] = {}
-    required: list[str] = []
+    marked: dict[str, list[str]] = {COPY_REQUIRED_KEYWORD: [], COPY_EVIDENT_KEYWORD: []}
     for name, prop in schema.get("properties", {}).items():
         if not isinstance(prop, dict):
             continue
@@ -336,14 +359,18 @@ def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, A
         max_words = prop.pop(COPY_WORDS_KEYWORD, MAX_SPAN_WORDS)
         searched = sources if prop.pop(COPY_CONTEXT_KEYWORD, True) else sources[:1]
         compose = prop.pop(COMPOSE_PATTERN_KEYWORD, None)
-        if prop.pop(COPY_REQUIRED_KEYWORD, False):
-            required.append(name)
+        prefer = prop.pop(COPY_PREFER_KEYWORD, None)
+        for flag, names in marked.items():
+            if prop.pop(flag, False):
+                names.append(name)
         if shape and prop.get("type") == "string":
             if shape == COPY_MESSAGE:
                 whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
                 found[name] = [whole] if whole and _fits(prop, True, whole) else []
             else:
                 fitting = [s for s in spans(*searched, max_words=max_words) if _fits(prop, shape, s)]
+                preferred = [s for s in fitting if isinstance(prefer, str) and re.search(prefer, s)]
+                fitting = preferred or fitting
                 # Maximal first: a part of a longer mention stays hidden even when the whole is not verbatim
                 # ("12 + 8" is part of "(12 + 8) * 3", and neither is the expression to copy).
                 found[name] = [s for s in _maximal(fitting) if _verbatim(s, searched)][:MAX_SPANS]
@@ -352,7 +379,7 @@ def _copy_options(schema_json: str, sources: Sequence[str]) -> tuple[dict[str, A
                 prop.pop("minLength", None)
                 prop.pop("maxLength", None)
                 prop["pattern"] = compose
-    return schema, found, required
+    return schema, found, marked
 
 
 def _verbatim(span: str, sources: Sequence[str]) -> bool:

@@ -54,6 +54,7 @@ from services.router.planner import (
     choose_schema,
     copy_constrained,
     determined,
+    evident,
     fill_messages,
     parse_arguments,
     parse_call,
@@ -354,6 +355,11 @@ class Planner:
             )
         if selection.decision is Decision.AMBIGUOUS and not candidates:
             return replace(selection, decision=Decision.NONE, candidates=())
+        if selection.decision is Decision.AMBIGUOUS:
+            shown = [n for n in candidates if n in schemas and evident(schemas[n], turn.message)]
+            if len(shown) == 1:  # the tool's own shape is in the message: its ask, no generation deciding
+                self._count("embedding", "evident")
+                return replace(selection, decision=Decision.TOOLS, tools=(shown[0],), segments={}, candidates=())
         segments = {n: selection.segments[n] for n in tools if n in selection.segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
 

@@ -203,10 +203,10 @@ class ToolSelector:
                 if text:
                     negatives.append(text)
                     negative_owner.append(i)
-        intents = []
-        for i, spec in enumerate(specs):
-            others = [t for t, o in zip(texts, owner, strict=True) if o != i] + list(self._no_tool)
-            intents.append(intent_words((e.text for e in spec.examples), [*others, *spec.negative_examples]))
+        # Intent words set a tool's asks apart from what needs no tool (near misses and no-tool requests), not
+        # from other tools' asks: telling tools apart is the embedding's part, and against the calculator's
+        # examples "<num>" stopped marking the unit converter's asks.
+        intents = [intent_words((e.text for e in spec.examples), negatives) for spec in specs]
         shapes = list(dict.fromkeys(_shape(t) for t in [*(e.text for s in specs for e in s.examples), *negatives] if t))
         vectors = await self._embedder.embed([*texts, *negatives, *shapes])
         self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))

@@ -142,11 +142,12 @@ async def test_an_expression_the_message_holds_is_copied_without_a_generation() 
 
 async def test_an_expression_is_composed_when_the_message_does_not_hold_it_as_written() -> None:
     # "(12 + 8) * 3" would read as "12 + 8 * 3" once the parentheses are trimmed from its words: not a copy.
-    gen = Scripted('{"expression":"(12+8)*3"}', '{"expression":"3*60"}')
+    gen = Scripted('{"expression":"(12+8)*3"}', '{"expression":"4*3.75+2.50"}')
     calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("calculate (12 + 8) * 3"), TurnCounters())
     assert calls[0].arguments == {"expression": "(12+8)*3"} and len(gen.asked) == 1
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("How many minutes in 3 hours?"), TurnCounters())
-    assert calls[0].arguments == {"expression": "3*60"} and len(gen.asked) == 2
+    message = "I got 4 coffees at $3.75 each and a muffin for $2.50. What did I spend?"
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn(message), TurnCounters())
+    assert calls[0].arguments == {"expression": "4*3.75+2.50"} and len(gen.asked) == 2
 
 
 async def test_an_earlier_expression_is_never_copied_as_this_turns() -> None:
@@ -183,13 +184,13 @@ async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
     gen = Scripted(decision)
     counters = TurnCounters()
     band = Planner(cast(Generator, gen), cast(ToolSelector, Band("calculator", "clock")))
-    plan = await band.plan(SPECS, turn("How many hours are in a week?"), counters)
+    plan = await band.plan(SPECS, turn("How long is a week in hours?"), counters)
     assert [(c.name, c.arguments) for c in plan.calls] == planned
     assert counters.generations == 1 and plan.method == agent_pb2.TOOL_SELECTION_LLM
     options = json.loads(gen.asked[0].json_schema)["anyOf"]
     assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
     shown = [m.content for m in gen.asked[0].messages]
-    assert '{"tool":"none"}' in shown and shown[-1] == "How many hours are in a week?"
+    assert '{"tool":"none"}' in shown and shown[-1] == "How long is a week in hours?"
 
 
 async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not() -> None:

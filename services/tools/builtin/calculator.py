@@ -1,14 +1,15 @@
 """calculator: arithmetic on a safe expression parser (Python's ast, a strict whitelist; no eval).
 
 Numbers, + - * / // % **, unary +/-, parentheses, and a few functions
-(sqrt, abs, round, min, max, floor, ceil, log, sin, cos, tan) and constants
+(sqrt, avg/mean, abs, round, min, max, floor, ceil, log, sin, cos, tan) and constants
 (pi, e). Names, attributes, calls to anything else, subscripts, strings and
 comprehensions are rejected with a clear message. Exponents and results are
 bounded so "9**9**9" cannot eat the CPU.
 
 Before parsing, the way people (and small models) write arithmetic is
 rewritten into Python, so "2 to the power of 10", "half of 10", "2^10",
-"15% of 80" and "1,234 × 2" work (the wording in ``math_words.py``):
+"15% of 80", "twelve times eleven", "average of 3, 4 and 8", "what percent of
+60 is 45", "minutes in a week" and "1,234 × 2" work (the wording in ``math_words.py``):
 
 - ``^`` is power (never XOR), ``×``/``·`` multiply, ``÷`` divides, ``−`` is minus;
   a currency sign before an amount is dropped ("18% of $50").
@@ -56,8 +57,18 @@ BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Pow: operator.pow,
 }
 UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+def _mean(*values: Any) -> Any:
+    if not values:
+        raise ValueError("needs at least one number")
+    return math.fsum(values) / len(values)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt,
+    "avg": _mean,
+    "mean": _mean,
     "abs": abs,
     "round": round,
     "min": min,
@@ -173,10 +184,10 @@ def _ex(text: str, expression: str | None = None) -> ToolExample:
     return ToolExample(text, None if expression is None else {"expression": expression})
 
 
-# Worded arithmetic is copied as worded ("half of 10", "12 squared"): the tool reads it (math_words.py),
-# and a small model copies far more reliably than it translates ("3 cubed" came back as "3*3" when the
-# examples showed "12**2"). Derived numbers ("minutes in 3 hours" is 3*60) and follow-ups ("that result")
-# are here on purpose: they are what a small model gets wrong; follow-ups carry no arguments because those
+# Worded arithmetic is copied as worded ("half of 10", "12 squared", "minutes are in 3 hours"): the tool reads
+# it (math_words.py), and a small model copies far more reliably than it translates ("3 cubed" came back as
+# "3*3" when the examples showed "12**2"). The composed examples are what a small model gets wrong: word
+# problems, averages of a list, discounts, rates. Follow-ups ("that result") carry no arguments because those
 # depend on the conversation, not on the message.
 EXAMPLES = (
     _ex("What is 23*47?", "23*47"),
@@ -189,8 +200,10 @@ EXAMPLES = (
     _ex("What's 15% of 80?", "15% of 80"),
     _ex("what is 7 percent of 250", "7% of 250"),
     _ex("How much is a $60 jacket with 20% off?", "60-20% of 60"),
-    _ex("How many minutes are in 3 hours?", "3*60"),
-    _ex("how many seconds in a day", "24*60*60"),
+    _ex("How many minutes are in 3 hours?", "minutes are in 3 hours"),
+    _ex("how many seconds in a day", "seconds in a day"),
+    _ex("What's seven times six?", "seven times six"),
+    _ex("What percent of 80 is 20?", "percent of 80 is 20"),
     _ex("2 to the power of 10", "2 to the power of 10"),
     _ex("what is 2^16", "2^16"),
     _ex("What is the square root of 144?", "square root of 144"),
@@ -199,7 +212,11 @@ EXAMPLES = (
     _ex("If I buy 3 notebooks at $4.50 each, how much do I spend?", "3*4.50"),
     _ex("I had 120 apples and gave away 45. How many are left?", "120-45"),
     _ex("Split an $84 bill between 4 people", "84/4"),
-    _ex("What's the average of 12 and 20?", "(12+20)/2"),
+    _ex("What's the average of 12 and 20?", "average of 12 and 20"),
+    _ex("My scores were 70, 85 and 91. What is my average?", "avg(70, 85, 91)"),
+    _ex("I bought 2 sandwiches at $6.25 each and a drink for $1.75. What was the total?", "2*6.25+1.75"),
+    _ex("A $80 dress is 30% off. What's the sale price?", "80-30% of 80"),
+    _ex("I pay $40 a week for groceries. How much is that in a year?", "40*52"),
     _ex("round 3.14159 to 2 decimal places", "round(3.14159, 2)"),
     _ex("What's 1,250 times 4?", "1,250 times 4"),
     _ex("What is 345 plus 678?", "345 plus 678"),
@@ -246,6 +263,7 @@ TOOL = ToolDefinition(
                 "x-agentmesh-copy": arithmetic_pattern(),
                 "x-agentmesh-copy-words": 12,
                 "x-agentmesh-copy-context": False,  # an earlier turn's expression was the earlier ask
+                "x-agentmesh-copy-evident": True,  # "twelve times eleven" in a message is arithmetic to do
                 # Composed, it is notation: the 135M model wrote "12 weeks x $15 per week = $15".
                 "x-agentmesh-compose-pattern": COMPOSED,
             }

@@ -41,11 +41,21 @@ def words(text: str) -> list[str]:
 
 
 _SUFFIX = re.compile(r"(?<=[a-z]{4})(?:ing|ed|es|s)$")
+_IES = re.compile(r"(?<=[a-z]{2})ie[sd]$")
+_FINAL_E = re.compile(r"(?<=[a-z]{4})e$")
+
+
+def stem(word: str) -> str:
+    """``word`` with plural and tense endings off, one spelling for every form: "retries", "retried" and
+    "retry" are "retry"; "caches", "cached", "caching" and "cache" are "cach"; "listens" is "listen"."""
+    if _IES.search(word):
+        return _IES.sub("y", word)
+    return _FINAL_E.sub("", _SUFFIX.sub("", word))
 
 
 def terms(text: str) -> list[str]:
-    """``words`` with plural and tense endings off, so a question's "listens" finds the docs' "listen"."""
-    return [_SUFFIX.sub("", w) for w in words(text)]
+    """``words`` stemmed (``stem``), so a question's "listens" finds the docs' "listen"."""
+    return [stem(w) for w in words(text)]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ own strict grammar, so an unknown word is still a clear error, never a guess.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from services.tools.numbers import WORDED_NUMBER, words_to_digits
 
 _NUM = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 #: An operand: a number, a parenthesised group without nesting, or a function call of one.
@@ -26,27 +29,91 @@ _LEAD = re.compile(
 )
 _TAIL = re.compile(r"\s*(?:please|for me)?\s*[?=.!]*\s*$", re.IGNORECASE)
 
-_NUMBER_WORDS = {
-    "zero": "0",
-    "two": "2",
-    "three": "3",
-    "four": "4",
-    "five": "5",
-    "six": "6",
-    "seven": "7",
-    "eight": "8",
-    "nine": "9",
-    "ten": "10",
-    "eleven": "11",
-    "twelve": "12",
-    "twenty": "20",
-    "hundred": "100",
+#: Time units in seconds, for "how many minutes are in 3 hours": how many of one unit another holds. A year
+#: is 365 days; months count only against years (a month has no fixed number of days).
+_SECONDS = {
+    "second": 1,
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+    "week": 604800,
+    "fortnight": 1209600,
+    "year": 31536000,
+    "decade": 315360000,
+    "century": 3153600000,
 }
+_MONTHS = {"month": 1, "year": 12, "decade": 120, "century": 1200}
+_UNIT_NAMES = {"sec": "second", "secs": "second", "min": "minute", "mins": "minute", "hr": "hour", "hrs": "hour"}
+#: Each time unit's spellings, singular and plural.
+_SPELLINGS = {
+    "second": "seconds?|secs?",
+    "minute": "minutes?|mins?",
+    "hour": "hours?|hrs?",
+    "day": "days?",
+    "week": "weeks?",
+    "fortnight": "fortnights?",
+    "month": "months?",
+    "year": "years?",
+    "decade": "decades?",
+    "century": "century|centuries",
+}
+_TIME_UNIT = "(?:" + "|".join(_SPELLINGS.values()) + ")"
+_AN = r"(?:a|an|one|each|every|1)"
+#: "seconds (are there) in 4 hours", "minutes in a week", "hours in a 365-day year".
+_TIME_SPAN = re.compile(
+    rf"\b(?:how many\s+)?(?P<small>{_TIME_UNIT})\s+(?:are\s+)?(?:there\s+)?in\s+(?:{_AN}\s+)?"
+    rf"(?:(?P<count>{_NUM})(?:-(?P<inner>{_TIME_UNIT})\s+|\s+))?(?P<big>{_TIME_UNIT})\b",
+    re.IGNORECASE,
+)
+
+
+def _time_unit(word: str) -> str:
+    word = word.lower()
+    word = _UNIT_NAMES.get(word, word)
+    return "century" if word == "centuries" else word.removesuffix("s")
+
+
+def units_in(big: str, small: str) -> int | None:
+    """How many ``small`` time units one ``big`` holds (hours in a day: 24); None when that is not a whole
+    number or not fixed (days in a month). Weeks in a year: 52, as people count them."""
+    big, small = _time_unit(big), _time_unit(small)
+    if (small, big) == ("week", "year"):
+        return 52
+    table = _SECONDS if big in _SECONDS and small in _SECONDS else _MONTHS
+    if big not in table or small not in table or table[big] % table[small]:
+        return None
+    return table[big] // table[small]
+
+
+def _time_count(match: re.Match[str]) -> str:
+    count, inner = match.group("count"), match.group("inner")
+    ratio = units_in(inner or match.group("big"), match.group("small"))
+    if ratio is None:
+        return match.group(0)
+    return f"{count}*{ratio}" if count else str(ratio)
+
+
+def time_spans(text: str) -> str:
+    """``text`` with "minutes in 3 hours" as "3*60" and "hours in a 365-day year" as "365*24"."""
+    return _TIME_SPAN.sub(_time_count, text)
+
+
+def _average(match: re.Match[str]) -> str:
+    items = re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", match.group(1).strip())
+    return f"avg({', '.join(i for i in items if i)})"
+
+
+_PERCENT_WORD = r"(?:percent(?:age)?|%)"
+_LIST = rf"{_OPERAND}(?:\s*,\s*{_OPERAND})*\s*,?\s+and\s+{_OPERAND}"
 
 #: (pattern, replacement) in order; each pattern sees the text as the earlier ones left it.
-_REWRITES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+_REWRITES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = tuple(
     (re.compile(p, re.IGNORECASE), r)
     for p, r in (
+        (rf"(?:^|\bwhat\s+){_PERCENT_WORD} of\s+({_OPERAND})\s+is\s+({_OPERAND})", r"(\2/\1*100)"),
+        (rf"({_OPERAND})\s+is what {_PERCENT_WORD} of\s+({_OPERAND})", r"(\1/\2*100)"),
+        (rf"({_OPERAND})\s+(?:out\s+)?of\s+({_OPERAND})\s+as an? {_PERCENT_WORD}", r"(\1/\2*100)"),
+        (rf"\b(?:the\s+)?(?:average|mean) of\s+({_LIST})", _average),
         (rf"\bsquare root of\s+({_OPERAND})", r"sqrt(\1)"),
         (rf"\bcube root of\s+({_OPERAND})", r"(\1)**(1/3)"),
         (rf"\b(?:the )?root of\s+({_OPERAND})", r"sqrt(\1)"),
@@ -57,8 +124,8 @@ _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"({_OPERAND})\s+cubed\b", r"\1**3"),
         (rf"\bhalf of\s+({_OPERAND})", r"\1/2"),
         (rf"(?<![\w.])(\d+/\d+)\s+of\s+({_OPERAND})", r"(\1)*\2"),
-        (rf"\b(?:a |one )?third of\s+({_OPERAND})", r"\1/3"),
-        (rf"\b(?:a |one )?quarter of\s+({_OPERAND})", r"\1/4"),
+        (rf"\b(?:a |1 )?third of\s+({_OPERAND})", r"\1/3"),
+        (rf"\b(?:a |1 )?quarter of\s+({_OPERAND})", r"\1/4"),
         (rf"\b(?:double|twice)\s+({_OPERAND})", r"2*\1"),
         (rf"\btriple\s+({_OPERAND})", r"3*\1"),
         (rf"({_NUM})\s*(?:percent|per cent|pct)\b", r"\1%"),
@@ -103,15 +170,16 @@ def arithmetic_pattern() -> str:
     """A regular expression (case-insensitive, whole value) for a span of a message that *is* an arithmetic
     expression in the wording ``rewrite`` reads: numbers joined by operators or operator words ("7 times 8
     minus 5", "2 to the power of 10", "15% of 80", "23*47"), each optionally squared or cubed or under a
-    prefix ("half of 10", "square root of 144", "double 65"), or a verb form ("take 25 away from 300",
-    "multiply 56 by 12").
+    prefix ("half of 10", "square root of 144", "double 65"), a verb form ("take 25 away from 300",
+    "multiply 56 by 12"), a percentage question ("percent of 60 is 45"), an average ("average of 82, 90 and
+    77") or a count of time units ("seconds are in 4 hours", "minutes in a week"); numbers in digits or words.
 
     Why: the router copies such a span as the calculator's expression instead of asking the model to
     compose one (the embedded 135M model wrote "5+3" for "5 to the power of 3" and "25-300" for "take 25
-    away from 300"); a message with no such span ("how many minutes in 3 hours") is still composed by the
-    model.
+    away from 300", "4*60" for "seconds in 4 hours"); a message with no such span ("4 coffees at $3.75
+    each") is still composed by the model.
     """
-    number = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)%?"
+    number = rf"(?:-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)|{WORDED_NUMBER})%?"
     prefix = r"(?:(?:square|cube) root of|half of|double|twice|triple|(?:a |one )?(?:third|quarter) of) "
     term = rf"(?:{prefix})?{number}(?: (?:squared|cubed))?"
     operator = "|".join(_SPAN_OPERATORS)
@@ -120,18 +188,23 @@ def arithmetic_pattern() -> str:
         rf"(?:subtract {number} from|take {number} (?:away )?from|add {number} (?:to|and)"
         rf"|multiply {number} (?:by|and|with)|divide {number} by|(?:the )?(?:sum|product) of {number} and) {number}"
     )
-    return rf"(?i)^(?:{chain}|{verbs})$"
+    percent = (
+        rf"{_PERCENT_WORD} of {number} is {number}|{number} is what {_PERCENT_WORD} of {number}"
+        rf"|{number} (?:out )?of {number} as an? {_PERCENT_WORD}"
+    )
+    average = rf"(?:average|mean) of {number}(?:, {number})*,? and {number}"
+    time = "|".join(
+        rf"(?:{_SPELLINGS[small]}) (?:are )?(?:there )?in (?:{_AN} )?"
+        rf"(?:{number}-{bigs} {_TIME_UNIT}|(?:{number} )?{bigs})"
+        for small in _SPELLINGS
+        if (bigs := "(?:" + "|".join(_SPELLINGS[b] for b in _SPELLINGS if units_in(b, small)) + ")") != "(?:)"
+    )
+    return rf"(?i)^(?:{chain}|{verbs}|{percent}|{average}|{time})$"
 
 
 def rewrite(expression: str) -> str:
     """``expression`` with everyday wording turned into notation; notation passes through unchanged."""
-    text = _TAIL.sub("", _LEAD.sub("", expression.strip()))
-    text = re.sub(
-        r"\b(" + "|".join(_NUMBER_WORDS) + r")\b",
-        lambda m: _NUMBER_WORDS[m.group(1).lower()],
-        text,
-        flags=re.IGNORECASE,
-    )
+    text = time_spans(words_to_digits(_TAIL.sub("", _LEAD.sub("", expression.strip()))))
     for pattern, replacement in _REWRITES:
         text = pattern.sub(replacement, text)
     return text.strip()

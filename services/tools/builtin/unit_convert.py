@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from services.tools.builtin.units import convert, known, unit, unit_pattern
+from services.tools.builtin.units import convert, known, unit, unit_names, unit_pattern
 from services.tools.numbers import significant
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
@@ -37,7 +37,11 @@ _AMOUNT = re.compile(r"^(?P<number>[-+−]?(?:\d{1,3}(?:,\d{3})+|\d*)(?:\.\d+)?)
 #: Amounts people write as words ("a gallon", "two cups"); anything longer reads better as digits.
 _AMOUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "ten": 10.0}
 #: What a quantity looks like: an amount in digits or one of the words above, then a unit of one or two words.
-_QUANTITY = rf"^(?:[-+−]?\.?\d[\d.,]*\s*|(?:{'|'.join(_AMOUNT_WORDS)}) )[^\d\s.,]\S*(?: [^\d\s]\S*)?$"
+_AMOUNT_SHAPE = rf"(?:[-+−]?\.?\d[\d.,]*\s*|(?:{'|'.join(_AMOUNT_WORDS)}) )"
+_QUANTITY = rf"^{_AMOUNT_SHAPE}[^\d\s.,]\S*(?: [^\d\s]\S*)?$"
+#: A quantity in a unit the table knows: preferred when the message has one ("6 feet", not "6 feet tall"); an
+#: unknown unit is still copied otherwise, so the tool can say it does not know it.
+_KNOWN_QUANTITY = rf"(?i)^{_AMOUNT_SHAPE}{unit_names()}$"
 
 
 def parse_quantity(text: str) -> tuple[float, str]:
@@ -141,6 +145,7 @@ TOOL = ToolDefinition(
                 "maxLength": 48,
                 "description": "the amount with its unit, copied from the message (such as '3 gallons')",
                 "x-agentmesh-copy": _QUANTITY,
+                "x-agentmesh-copy-prefer": _KNOWN_QUANTITY,
                 "x-agentmesh-copy-required": True,  # no quantity in the message: not a conversion
             },
             "to_unit": {

@@ -180,8 +180,13 @@ def convert(value: float, source: str, target: str) -> float:
 
 
 @functools.cache
-def unit_pattern() -> str:
-    """A regular expression (case-insensitive, whole value) matching every unit name and plural ``unit`` knows,
-    with or without "degrees" in front: what a copied target unit may be."""
+def unit_names() -> str:
+    """A regular expression (no anchors) for every unit name and plural ``unit`` knows, with or without
+    "degrees" in front."""
     names = sorted({re.escape(k) for k in BY_NAME}, key=lambda n: (-len(n), n))
-    return r"(?i)^(?:(?:degrees?|deg)\s+|°\s*)?(?:" + "|".join(names) + r")\.?$"
+    return r"(?:(?:degrees?|deg)\s+|°\s*)?(?:" + "|".join(names) + r")\.?"
+
+
+def unit_pattern() -> str:
+    """A regular expression (case-insensitive, whole value) for a known unit: what a copied target unit may be."""
+    return rf"(?i)^{unit_names()}$"
