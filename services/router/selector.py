@@ -261,8 +261,11 @@ class ToolSelector:
                 and (candidates := self._candidates(v.scores, exclude=chosen))
                 and not any(segments.get(n) == part for n in chosen)
             )
-            if len(chosen) == 1 and not undecided:
-                segments = {chosen[0]: message}  # one ask: fill from the whole message, which may hold more context
+            if len(chosen) == 1:
+                # One tool chosen: it fills from the whole message. A clause left undecided may be more of the
+                # same ask ("If I save $15 a week, | how much will I have after 12 weeks?"): filled from its
+                # own clause, the calculator never saw the 12.
+                segments = {chosen[0]: message}
             return Selection(
                 Decision.TOOLS,
                 tools=tuple(chosen),

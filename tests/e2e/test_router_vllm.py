@@ -94,13 +94,15 @@ async def test_follow_up_turn_sees_the_previous_turn(agent: Any) -> None:
     [
         ("What is half of 10?", 5, 1),  # the expression is copied from the message: the answer is the one generation
         ("What is 15% of 80?", 12, 1),
-        ("How many minutes are in 3 hours?", 180, 2),  # composed (3*60): fill + answer
+        ("How many minutes are in 3 hours?", 180, 1),  # a count of time units the tool reads: copied too
+        ("If each box holds 12 eggs, how many eggs are in 7 boxes?", 84, 2),  # composed (12*7): fill + answer
     ],
 )
 async def test_calls_with_derived_numbers_are_planned_and_run(
     agent: Any, message: str, result: float, generations: int
 ) -> None:
-    """The old grounding check dropped these: 2 (half), 0.15 or 100 (15%), 60 (minutes) are not in the message."""
+    """The old grounding check dropped the first three: 2 (half), 0.15 or 100 (15%), 60 (minutes) are not in the
+    message; the last is composed by the model, a word problem with no arithmetic span to copy."""
     turn = await converse(agent, agent_pb2.StartTurn(message=message))
     calls = tool_calls(turn)
     assert [c.tool_name for c in calls] == ["calculator"]

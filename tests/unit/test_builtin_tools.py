@@ -563,7 +563,16 @@ def test_the_target_unit_copy_pattern_knows_units_and_not_words() -> None:
         ("square root of 144", True),
         ("9 squared minus 1", True),
         ("15% of 80", True),
-        ("3 hours", False),  # a quantity, not arithmetic: the model composes "3*60"
+        ("3 hours", False),  # a quantity, not arithmetic
+        ("twelve times eleven", True),  # numbers in words
+        ("seconds are in 4 hours", True),  # a count of time units
+        ("hours are there in a 365-day year", True),
+        ("minutes in a week", True),
+        ("hours in minutes", False),  # "3 hours in minutes" is a conversion, not a count
+        ("days in a month", False),  # no fixed count: the model composes, or answers
+        ("percent of 60 is 45", True),
+        ("45 is what percent of 60", True),
+        ("average of 82, 90 and 77", True),
         ("4.50", False),  # a lone number is no expression
         ("5 by 8", False),
     ],
@@ -574,3 +583,58 @@ def test_the_calculator_copies_only_spans_that_are_arithmetic(span: str, copied:
     assert (re.search(arithmetic_pattern(), span) is not None) is copied
     if copied:
         calculator.evaluate(span)  # every span it copies is one the tool reads
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("twelve times eleven", 132),
+        ("three hundred and five plus twenty-five", 330),
+        ("one third of ninety", 30),
+        ("seconds are in 4 hours", 14400),
+        ("minutes in a week", 10080),
+        ("hours are there in a 365-day year", 8760),
+        ("seconds in three hours", 10800),
+        ("weeks in a year", 52),  # as people count them
+        ("months in 2 years", 24),
+        ("What percent of 60 is 45", 75),
+        ("45 is what percent of 60", 75),
+        ("45 out of 60 as a percentage", 75),
+        ("average of 82, 90 and 77", 83),
+        ("the mean of 2, 4, 6, and 8", 5),
+        ("avg(82, 90, 77)", 83),
+    ],
+)
+def test_calculator_reads_worded_numbers_time_counts_percentages_and_averages(expression: str, value: float) -> None:
+    assert calculator.evaluate(expression) == pytest.approx(value)
+
+
+def test_an_average_of_nothing_and_a_count_with_no_fixed_value_are_clear_errors() -> None:
+    with pytest.raises(ToolError, match="avg: needs at least one number"):
+        calculator.evaluate("avg()")
+    with pytest.raises(ToolError, match="not a valid expression"):
+        calculator.evaluate("days in a month")
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("twelve times eleven", [12, 11]),
+        ("twenty-five and three hundred and five", [25, 305]),
+        ("two thousand five hundred", [2500]),
+        ("two three", [2, 3]),  # not one number
+        ("fifteen hundred", [1500]),
+        ("someone, anyone, tone", []),  # whole words only
+    ],
+)
+def test_numbers_written_in_words_are_read_whole(text: str, found: list[int]) -> None:
+    from services.tools.numbers import worded_numbers, words_to_digits
+
+    assert [v for _, _, v in worded_numbers(text)] == found
+    assert words_to_digits("what is twelve times eleven?") == "what is 12 times 11?"
+
+
+def test_kb_stems_give_every_form_of_a_word_one_spelling() -> None:
+    forms = [("retries", "retried", "retry"), ("caches", "cached", "caching", "cache"), ("services", "service")]
+    for group in forms:
+        assert len({kb_search.stem(w) for w in group}) == 1, group

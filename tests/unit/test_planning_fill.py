@@ -12,6 +12,7 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
+from services.router.planner import copy_constrained
 from services.router.planning import PlanInput, Planner, TurnCounters
 from services.router.selector import Decision, Selection, ToolSelector
 from services.router.session_records import ToolRecord, TurnRecord
@@ -191,6 +192,31 @@ async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
     assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
     shown = [m.content for m in gen.asked[0].messages]
     assert '{"tool":"none"}' in shown and shown[-1] == "How long is a week in hours?"
+
+
+@pytest.mark.parametrize(
+    ("message", "expression"),
+    [("minutes in a week?", "minutes in a week"), ("what's twelve times eleven", "twelve times eleven")],
+)
+async def test_an_ambiguous_message_holding_a_calculator_span_is_the_calculators_without_a_generation(
+    message: str, expression: str
+) -> None:
+    gen = Scripted()  # any generation would fail: nothing is scripted
+    counters = TurnCounters()
+    plan = await Planner(cast(Generator, gen), cast(ToolSelector, Band("calculator", "clock"))).plan(
+        SPECS, turn(message), counters
+    )
+    assert [(c.name, c.arguments) for c in plan.calls] == [("calculator", {"expression": expression})]
+    assert counters.generations == 0 and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
+    assert calculator.evaluate(expression) in (10080, 132)
+
+
+def test_a_quantity_in_a_known_unit_is_preferred_and_an_unknown_unit_still_copied() -> None:
+    schema = json.dumps(unit_convert.TOOL.parameters)
+    copied = json.loads(copy_constrained(schema, "He's 6 feet tall. What's that in centimeters?"))["properties"]
+    assert copied["quantity"]["enum"] == ["6 feet"] and copied["to_unit"]["enum"] == ["centimeters"]
+    unknown = json.loads(copy_constrained(schema, "convert 2 furlongs to meters"))["properties"]
+    assert unknown["quantity"]["enum"] == ["2 furlongs"]  # the tool then says it does not know furlongs
 
 
 async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not() -> None:

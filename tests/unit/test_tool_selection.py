@@ -344,3 +344,8 @@ async def test_a_negative_near_only_in_topic_does_not_stand_against_an_ask_in_in
     assert ask.decision is Decision.TOOLS and ask.tools == ("weather",)
     assert ask.none_score > ask.scores["weather"]  # nearer in topic
     assert (await s.select("explain how Oslo got its name")).decision is Decision.NONE
+
+
+def test_numbers_in_words_are_numbers_to_the_intent_check() -> None:
+    assert words("what's twelve times eleven") == words("what's 12 times 11")
+    assert "<num>" in words("nine times seven minus five")

@@ -212,6 +212,7 @@ EXAMPLES = (
     _ex("If I buy 3 notebooks at $4.50 each, how much do I spend?", "3*4.50"),
     _ex("I had 120 apples and gave away 45. How many are left?", "120-45"),
     _ex("Split an $84 bill between 4 people", "84/4"),
+    _ex("Dinner came to $90 for the 3 of us. How much does each person pay?", "90/3"),
     _ex("What's the average of 12 and 20?", "average of 12 and 20"),
     _ex("My scores were 70, 85 and 91. What is my average?", "avg(70, 85, 91)"),
     _ex("I bought 2 sandwiches at $6.25 each and a drink for $1.75. What was the total?", "2*6.25+1.75"),

@@ -77,6 +77,7 @@ EXAMPLES = (
     _ex("Can you tell me the current time in Dubai?", "Dubai"),
     _ex("what's the time in beijing", "beijing"),
     _ex("Is it late in Singapore now?", "Singapore"),
+    _ex("Is it already tomorrow in Tokyo?", "Tokyo"),
     _ex("What day of the week is it in Auckland?", "Auckland"),
     _ex("what's today's date in São Paulo", "São Paulo"),
     _ex("Is it still Friday in Hawaii?", "Hawaii"),
