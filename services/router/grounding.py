@@ -88,12 +88,40 @@ def _values(value: Any) -> Iterable[float]:
             yield from _values(v)
 
 
-def ungrounded(arguments: dict[str, Any], *sources: str) -> list[float]:
-    """The numbers in ``arguments`` that no source (message, context) grounds; empty when all are grounded."""
+def grounded(*sources: str) -> set[float]:
+    """Every number the sources (message, context) ground, with the constants."""
     allowed = set(CONSTANTS)
     for source in sources:
         allowed |= numbers_in(source)
+    return allowed
+
+
+def ungrounded(arguments: dict[str, Any], *sources: str) -> list[float]:
+    """The numbers in ``arguments`` that no source (message, context) grounds; empty when all are grounded."""
+    allowed = grounded(*sources)
     return [n for n in _values(arguments) if not _close_to_any(n, allowed)]
+
+
+def number_pattern(*sources: str) -> str:
+    """A regular expression (no anchors) for the grounded numbers, as written in the sources ("2.50", "1,450")
+    and in plain notation ("2.5", "1450", "0.15" for "15%").
+
+    Why: a composed argument (a calculator expression) is held to it by the fill's grammar, so the model
+    cannot write a number nobody gave; asked for the area of "7 m by 9 m" the 135M model wrote ``5*9``,
+    which the check above then dropped, leaving the turn with no tool at all.
+    """
+    literals = {_plain(value) for value in grounded(*sources)}
+    for source in sources:
+        literals |= {m.group(0).rstrip("%").lstrip("-") for m in _NUMBER.finditer(source)}
+    return "(?:" + "|".join(re.escape(n) for n in sorted(literals, key=lambda n: (-len(n), n))) + ")"
+
+
+def _plain(value: float) -> str:
+    """``value`` in plain decimal notation: 60, 0.15, 1000000."""
+    value = abs(value)
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.12f}".rstrip("0").rstrip(".")
 
 
 def _close_to_any(number: float, allowed: set[float]) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.common.v1 import common_pb2
+from services.router.grounding import number_pattern
 from services.router.intent_words import STOP_WORDS
 from services.router.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.prompt import Message
@@ -258,6 +259,9 @@ COPY_EVIDENT_KEYWORD = "x-agentmesh-copy-evident"
 #: Beside a copy keyword: a regular expression a *composed* value must match when no span fits (the
 #: grammar's ``pattern``, for the fill only: the tool's own schema still takes what its users write).
 COMPOSE_PATTERN_KEYWORD = "x-agentmesh-compose-pattern"
+#: In a compose pattern, where a number goes: the router puts there the numbers the conversation grounds
+#: (``grounding.number_pattern``), so a composed value cannot carry an invented number.
+GROUNDED_NUMBER = "{number}"
 #: Beside a copy keyword: a regular expression for the spans to offer when the message has any ("6 feet", a
 #: quantity in a known unit, over "6 feet tall"); the other fitting spans are offered only when none is.
 COPY_PREFER_KEYWORD = "x-agentmesh-copy-prefer"
@@ -378,7 +382,7 @@ def _copy_options(
                 # xgrammar takes no pattern beside length bounds: the fill's token limit and the tool bound it.
                 prop.pop("minLength", None)
                 prop.pop("maxLength", None)
-                prop["pattern"] = compose
+                prop["pattern"] = compose.replace(GROUNDED_NUMBER, number_pattern(*sources))
     return schema, found, marked
 
 

@@ -349,3 +349,12 @@ async def test_a_negative_near_only_in_topic_does_not_stand_against_an_ask_in_in
 def test_numbers_in_words_are_numbers_to_the_intent_check() -> None:
     assert words("what's twelve times eleven") == words("what's 12 times 11")
     assert "<num>" in words("nine times seven minus five")
+
+
+def test_the_grounded_number_pattern_holds_what_the_conversation_wrote_and_derived() -> None:
+    from services.router.grounding import number_pattern
+
+    pattern = f"^{number_pattern('I bought 4 coffees at $3.75 and one muffin for $2.50, 15% off', 'total was 1,450')}$"
+    for written in ("4", "3.75", "2.50", "2.5", "0.15", "15", "100", "1,450", "1450", "60", "1"):
+        assert re.search(pattern, written), written
+    assert not any(re.search(pattern, n) for n in ("5", "3.7", "37", "2.51", "-4"))

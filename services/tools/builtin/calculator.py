@@ -81,10 +81,12 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "tan": math.tan,
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
-#: What an expression the router's model composes may contain: numbers, operators, parentheses, the
-#: function names, "of" ("18% of 50") and a currency sign (the tool itself also reads worded arithmetic,
+#: What an expression the router's model composes may contain: numbers the conversation grounds (the router
+#: fills in ``{number}``), operators, parentheses, the function names, "of" ("18% of 50") and a currency sign,
+#: with something other than a digit between two numbers (the tool itself also reads worded arithmetic,
 #: which the router copies from the message; kept from "of", the model repeated "18%" to its token limit).
-COMPOSED = r"^(?:[0-9+*/%^()., $-]|" + "|".join(FUNCTIONS) + r"|pi|of)+$"
+_BETWEEN = r"(?:[+*/%^(), $-]|" + "|".join(FUNCTIONS) + r"|pi|of)"
+COMPOSED = rf"^{_BETWEEN}*(?:{{number}}{_BETWEEN}+)*(?:{{number}})?{_BETWEEN}*$"
 
 
 def _eval(node: ast.AST) -> Any:
