@@ -55,6 +55,9 @@ from services.tools.builtin.kb_search import words
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 #: Prompts of a tuning session's own (``--cases evals/probes --split dev``): tuned on, like dev.
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
+#: A held-out set written by a helper that saw neither the router's code nor any other case file, run once
+#: (``--cases evals/blind --split heldout``): never tuned on.
+BLIND_DIR = Path(__file__).resolve().parent / "blind"
 SPLITS = ("dev", "heldout")
 CATEGORIES = (
     "calculator",
