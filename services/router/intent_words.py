@@ -5,11 +5,13 @@ lands near "What time is it in Chicago?" (the city dominates both vectors), and
 the selector would run the clock. Seed 002 §3.3 pairs the cosine score with a
 second, independent judge; ours is lexical and learnt from the same cards.
 
-A tool's intent words are the content words (numbers folded into ``<num>``)
-that occur in a fair share of its example requests and far more often there
-than in everything that is *not* that tool — other tools' examples, its own
-near misses, the no-tool examples. For the built-in clock that is "time",
-"date", "now", "today"…; for the calculator "<num>", "divided"…. A message the
+A tool's intent words are the content words (numbers, in digits or words,
+folded into ``<num>``) that occur in a fair share of its example requests and
+far more often there than in what needs no tool — the near misses and the
+no-tool examples (the selector passes those; telling one tool from another is
+the embedding's part, and against the calculator's many examples "<num>" had
+stopped marking the unit converter's asks). For the built-in clock that is
+"time", "date", "now", "today"…; for the calculator "<num>". A message the
 embedding assigns to a tool but that shares none of the tool's intent words
 is not decided by the embedding alone: it goes to the ambiguous band, where
 the model decides. A tool whose examples yield no intent words is never held
@@ -59,7 +61,7 @@ def _share(texts: Sequence[frozenset[str]]) -> Counter[str]:
 
 
 def intent_words(examples: Iterable[str], others: Iterable[str]) -> frozenset[str]:
-    """The words that mark ``examples`` (one tool's requests) against ``others`` (everything else)."""
+    """The words that mark ``examples`` (one tool's requests) against ``others`` (what is not its ask)."""
     mine = [words(t) for t in examples]
     rest = [words(t) for t in others]
     if not mine:

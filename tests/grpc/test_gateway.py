@@ -156,8 +156,8 @@ async def traced_mesh(redis_client: aioredis.Redis, replicas: int) -> AsyncItera
 async def test_one_trace_per_turn_across_every_hop(redis_client: aioredis.Redis) -> None:
     async with traced_mesh(redis_client, replicas=2) as (stub, exporter):
         choice = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NAMED, tool_name="calculator")
-        # Worded so that the fill is a generation ("2+2" would be copied as the expression, with none).
-        ask = agent_pb2.StartTurn(message="what is two plus two", tool_choice=choice)
+        # A word problem, so that the fill is a generation ("2+2" or "two plus two" would be copied, with none).
+        ask = agent_pb2.StartTurn(message="I buy 3 pens at $2 each: what do they cost?", tool_choice=choice)
         turn = await converse(stub, ask, metadata=ACME)
         await asyncio.sleep(0.2)
         spans = [s for s in exporter.get_finished_spans() if s.context.trace_id == int(turn.accepted.trace_id, 16)]

@@ -379,7 +379,7 @@ def test_report_lists_dev_failures_in_full_and_withholds_held_out_prompts() -> N
     ):
         assert heading in text
     assert text.index("## Held-out") < text.index("## Dev")
-    assert "tuned on the **dev** split only" in text
+    assert "tuned on the **dev** split and on the tuning sessions' own prompts, never on" in text
     assert "What is 23*47?" in text and "23*46" in text and "It is 1058" in text
     assert "heldout-a" in text
     assert "Quietly compute" not in text and "Nope 321" not in text
