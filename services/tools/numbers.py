@@ -17,25 +17,37 @@ def significant(value: float, digits: int = 10) -> str:
 
 # Numbers written as words ("twelve", "twenty-five", "three hundred and five"): the calculator reads them, the
 # router's copy shapes and grounding check find them, so the words are known in one place.
-_SMALL = {
-    w: i
-    for i, w in enumerate(
-        re.findall(
-            r"\w+",
-            "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-            "seventeen eighteen nineteen",
-        )
-    )
-}
-_TENS_WORDS = re.findall(r"\w+", "twenty thirty forty fifty sixty seventy eighty ninety")
+_SMALL_WORDS = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+)
+_TENS_WORDS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_SMALL = {w: i for i, w in enumerate(_SMALL_WORDS)}
 _TENS = {w: 10 * i for i, w in enumerate(_TENS_WORDS, start=2)}
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 _ALL_WORDS = sorted([*_SMALL, *_TENS, *_SCALES], key=lambda w: (-len(w), w))
-#: One number word (whole word, any case).
-NUMBER_WORD = r"(?:" + "|".join(_ALL_WORDS) + r")"
+_NUMBER_WORD = r"(?:" + "|".join(_ALL_WORDS) + r")"
 #: A run of number words, joined by spaces, hyphens or "and" ("three hundred and five"); ``worded_numbers``
 #: splits a run that is not one number ("two three").
-WORDED_NUMBER = rf"\b{NUMBER_WORD}(?:(?:-|\s+(?:and\s+)?){NUMBER_WORD})*\b"
+WORDED_NUMBER = rf"\b{_NUMBER_WORD}(?:(?:-|\s+(?:and\s+)?){_NUMBER_WORD})*\b"
 _RUN = re.compile(WORDED_NUMBER, re.IGNORECASE)
 _TOKEN = re.compile(r"[a-z]+", re.IGNORECASE)
 

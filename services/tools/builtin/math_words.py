@@ -43,7 +43,6 @@ _SECONDS = {
     "century": 3153600000,
 }
 _MONTHS = {"month": 1, "year": 12, "decade": 120, "century": 1200}
-_UNIT_NAMES = {"sec": "second", "secs": "second", "min": "minute", "mins": "minute", "hr": "hour", "hrs": "hour"}
 #: Each time unit's spellings, singular and plural.
 _SPELLINGS = {
     "second": "seconds?|secs?",
@@ -68,9 +67,8 @@ _TIME_SPAN = re.compile(
 
 
 def _time_unit(word: str) -> str:
-    word = word.lower()
-    word = _UNIT_NAMES.get(word, word)
-    return "century" if word == "centuries" else word.removesuffix("s")
+    """The unit a spelling in ``_SPELLINGS`` stands for ("hrs" is "hour"); the word itself when none."""
+    return next((u for u, spelled in _SPELLINGS.items() if re.fullmatch(spelled, word, re.IGNORECASE)), word)
 
 
 def units_in(big: str, small: str) -> int | None:
