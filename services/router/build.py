@@ -109,7 +109,10 @@ def build_router(
     if config.tool_selection == "embedding":
         embedder = embedder or MiniLmEmbedder()
         settings = SelectorSettings(
-            choose=config.selector_choose, reject=config.selector_reject, margin=config.selector_margin
+            choose=config.selector_choose,
+            reject=config.selector_reject,
+            margin=config.selector_margin,
+            overrule=config.selector_overrule,
         )
         selector = ToolSelector(embedder, settings)
     planner = Planner(generator, selector, metrics=router_metrics, tracer=tracer)

@@ -67,6 +67,9 @@ class RouterConfig(RedisConfig):
     selector_margin: float = opt(
         0.03, "embedding selector: lead the nearest no-tool example needs for no tool", check=non_negative
     )
+    selector_overrule: float = opt(
+        0.2, "embedding selector: lead of the nearest no-tool example that no intent word overrules", check=non_negative
+    )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
     share_prefix_cache: bool = opt(
         False, "share replicas' prefix caches across tenants (default: salted per tenant; see SECURITY.md)"
@@ -77,3 +80,5 @@ class RouterConfig(RedisConfig):
             raise ConfigError("--inference: at least one inference replica is required")
         if not self.selector_reject <= self.selector_choose <= 1.0:
             raise ConfigError("--selector-reject and --selector-choose: need reject <= choose <= 1")
+        if self.selector_overrule < self.selector_margin:
+            raise ConfigError("--selector-overrule: must be at least --selector-margin")

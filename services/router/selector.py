@@ -70,13 +70,16 @@ class SelectorSettings:
     reject: float = 0.35
     #: The lead the "not this tool" side needs over the best tool for "no tool".
     margin: float = 0.03
+    #: A lead of "not this tool" that no intent word overrules: "What color is the sky on a clear day?" shares
+    #: the clock's "day" but is 0.27 nearer a no-tool example than any clock ask.
+    overrule: float = 0.2
     max_tools: int = 3
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reject <= self.choose <= 1.0:
             raise ValueError("selector thresholds must satisfy 0 <= reject <= choose <= 1")
-        if self.margin < 0:
-            raise ValueError("selector margin must be >= 0")
+        if not 0 <= self.margin <= self.overrule:
+            raise ValueError("selector margins must satisfy 0 <= margin <= overrule")
 
 
 class Decision(Enum):
@@ -324,7 +327,7 @@ class ToolSelector:
         mine = cards.negative_owner == best_index
         against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
         # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
-        if best >= s.choose:
+        if best >= s.choose and against - best < s.overrule:
             intents = cards.intents[best_index] if cards.intents else frozenset()
             if not intents or words(text) & intents:
                 # Judged in intent as well as in topic: a negative that shares none of the tool's intent words

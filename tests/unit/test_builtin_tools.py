@@ -574,6 +574,11 @@ def test_the_target_unit_copy_pattern_knows_units_and_not_words() -> None:
         ("45 is what percent of 60", True),
         ("average of 82, 90 and 77", True),
         ("4.50", False),  # a lone number is no expression
+        ("twenty-five", False),  # nor is one in words: its hyphen is no minus
+        ("(12 + 8) * 5", True),  # parentheses, which the router's spans keep when they balance
+        ("(3+4)*(5-2)", True),
+        ("twenty - five", True),
+        ("thirty-two times forty-one", True),
         ("5 by 8", False),
     ],
 )

@@ -80,6 +80,10 @@ def test_config_is_frozen() -> None:
             ["--selector-choose", "0.2", "--selector-reject", "0.4"],
             "--selector-reject and --selector-choose: need reject <= choose <= 1",
         ),
+        (
+            ["--selector-margin", "0.1", "--selector-overrule", "0.05"],
+            "--selector-overrule: must be at least --selector-margin",
+        ),
     ],
 )
 def test_router_tool_selection_settings_are_checked(argv: list[str], message: str) -> None:

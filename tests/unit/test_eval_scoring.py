@@ -23,7 +23,7 @@ from agentmesh.common.v1 import common_pb2
 from evals.__main__ import parse_args
 from evals.arguments import check_arguments, normalise_unit, normalise_url
 from evals.cases import (
-    BLIND_DIR,
+    BLIND_DIRS,
     CASES_DIR,
     CATEGORIES,
     PROBES_DIR,
@@ -453,7 +453,8 @@ def test_no_held_out_message_is_a_tuning_example() -> None:
     seen = _string_literals(Path(services.__file__).parent)
     seen |= {_normal(t.message) for c in load_cases(["dev"]) for t in c.turns}
     seen |= {_normal(t.message) for c in load_cases(["dev"], PROBES_DIR) for t in c.turns}  # tuned on too
-    held_out = [*load_cases(["heldout"]), *load_cases(["heldout"], PROBES_DIR), *load_cases(["heldout"], BLIND_DIR)]
+    held_out = [*load_cases(["heldout"]), *load_cases(["heldout"], PROBES_DIR)]
+    held_out += [c for folder in BLIND_DIRS for c in load_cases(["heldout"], folder)]
     leaked = sorted({c.id for c in held_out for t in c.turns if _normal(t.message) in seen})
     assert not leaked, f"held-out cases that are also tuning examples: {leaked}"
 

@@ -12,7 +12,7 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
-from services.router.planner import copy_constrained
+from services.router.planner import copy_constrained, spans
 from services.router.planning import PlanInput, Planner, TurnCounters
 from services.router.selector import Decision, Selection, ToolSelector
 from services.router.session_records import ToolRecord, TurnRecord
@@ -142,13 +142,22 @@ async def test_an_expression_the_message_holds_is_copied_without_a_generation() 
 
 
 async def test_an_expression_is_composed_when_the_message_does_not_hold_it_as_written() -> None:
-    # "(12 + 8) * 3" would read as "12 + 8 * 3" once the parentheses are trimmed from its words: not a copy.
-    gen = Scripted('{"expression":"(12+8)*3"}', '{"expression":"4*3.75+2.50"}')
+    # "(12 + 8) * 3" is copied with its parentheses, which balance; "2*(3+4" holds none that do.
+    gen = Scripted('{"expression":"2*(3+4)"}', '{"expression":"4*3.75+2.50"}')
     calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("calculate (12 + 8) * 3"), TurnCounters())
-    assert calls[0].arguments == {"expression": "(12+8)*3"} and len(gen.asked) == 1
+    assert calls[0].arguments == {"expression": "(12 + 8) * 3"} and gen.asked == []
+    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("what's 2*(3+4"), TurnCounters())
+    assert calls[0].arguments == {"expression": "2*(3+4)"} and len(gen.asked) == 1
     message = "I got 4 coffees at $3.75 each and a muffin for $2.50. What did I spend?"
     calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn(message), TurnCounters())
     assert calls[0].arguments == {"expression": "4*3.75+2.50"} and len(gen.asked) == 2
+
+
+def test_a_span_keeps_parentheses_only_when_they_balance_inside_it() -> None:
+    found = spans("compute (12 + 8) * 5, or convert 5 kg (11 lb)", max_words=6)
+    assert "(12 + 8) * 5" in found  # bare, its words join into "12 + 8 * 5", which the copy then refuses
+    assert "(11 lb)" not in found and "11 lb" in found  # wrapped whole: offered bare
+    assert not any(s.count("(") != s.count(")") for s in found)
 
 
 async def test_an_earlier_expression_is_never_copied_as_this_turns() -> None:
@@ -228,6 +237,8 @@ async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not
     assert not re.search(prop["pattern"], "12 weeks x $15 per week")  # what the 135M model wrote, unconstrained
     # Only grounded numbers can be written: none invented, none run together out of grounded digits.
     assert not any(re.search(prop["pattern"], e) for e in ("12*16", "1215", "15*5", "12.15"))
+    # A function is written with its parenthesis: bare names ran together ("5.4 mintanroundof…") to the limit.
+    assert re.search(prop["pattern"], "max(12, 15)") and not re.search(prop["pattern"], "12 max 15")
     assert "x-agentmesh-compose-pattern" not in gen.asked[0].json_schema
     assert "maxLength" not in prop  # xgrammar refuses a pattern beside length bounds
 

@@ -71,6 +71,23 @@ async def selector(settings: SelectorSettings = LENIENT) -> ToolSelector:
     return s
 
 
+async def test_an_intent_word_does_not_overrule_a_much_nearer_no_tool_request() -> None:
+    # "weather" is the tool's intent word, but the message is a poem request with a word of weather in it.
+    message = "write a poem about the sea and the weather"
+    decisions = []
+    for overrule in (0.2, 1.0):
+        s = ToolSelector(
+            BagOfWords(), SelectorSettings(choose=0.1, reject=0.05, margin=0.05, overrule=overrule), NO_TOOL
+        )
+        await s.load(SPECS)
+        selection = await s.select(message)
+        assert selection.none_score - selection.scores["weather"] > 0.2
+        decisions.append(selection.decision)
+    assert decisions == [Decision.NONE, Decision.TOOLS]  # the lead of "no tool", not the intent word, decides
+    with pytest.raises(ValueError, match="overrule"):
+        SelectorSettings(margin=0.1, overrule=0.05)
+
+
 async def test_a_clear_ask_selects_its_tool_without_asking_the_model() -> None:
     s = await selector()
     selection = await s.select("weather forecast for Oslo, rain or sunny?")

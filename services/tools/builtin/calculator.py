@@ -82,10 +82,11 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
 #: What an expression the router's model composes may contain: numbers the conversation grounds (the router
-#: fills in ``{number}``), operators, parentheses, the function names, "of" ("18% of 50") and a currency sign,
-#: with something other than a digit between two numbers (the tool itself also reads worded arithmetic,
-#: which the router copies from the message; kept from "of", the model repeated "18%" to its token limit).
-_BETWEEN = r"(?:[+*/%^(), $-]|" + "|".join(FUNCTIONS) + r"|pi|of)"
+#: fills in ``{number}``), operators, parentheses, a function's name with its opening parenthesis (bare names
+#: let the model run "mintanroundof" to its token limit), "of" ("18% of 50") and a currency sign, with
+#: something other than a digit between two numbers (the tool itself also reads worded arithmetic, which the
+#: router copies from the message; kept from "of", the model repeated "18%" to its token limit).
+_BETWEEN = r"(?:[+*/%^(), $-]|" + "|".join(rf"{name}\(" for name in FUNCTIONS) + r"|pi|of)"
 COMPOSED = rf"^{_BETWEEN}*(?:{{number}}{_BETWEEN}+)*(?:{{number}})?{_BETWEEN}*$"
 
 
@@ -233,6 +234,17 @@ EXAMPLES = (
     _ex("how much is 1000 divided by 8", "1000 divided by 8"),
     _ex("what's 5+3", "5+3"),
     _ex("If each box holds 12 eggs, how many eggs are in 7 boxes?", "12*7"),
+    # Word problems of two steps, one of each shape: the fill copies the nearest one's shape.
+    _ex("Lunch was $48 plus a $12 tip, shared by 3 friends. What does each pay?", "(48+12)/3"),
+    _ex("A $90 coat is 20% off and I also buy a $10 scarf. What's my total?", "90-20% of 90+10"),
+    _ex("My gym is $50 a month and a cheaper one is $35 a month. What do I save in 12 months?", "(50-35)*12"),
+    _ex("I paid with a $20 bill for 3 drinks at $4.50 each. What change do I get?", "20-3*4.50"),
+    _ex("A 3 kg bag of flour costs $7.20. What is the price per kg?", "7.20/3"),
+    _ex("A garden is 6.5 m long and 4 m wide. What is its area in square meters?", "6.5*4"),
+    _ex("Three friends rent a boat for 2 hours at $45 an hour plus a $15 fee. What does each owe?", "(2*45+15)/3"),
+    _ex("5 tickets at $30 each, with 10% off the whole order. What do I pay?", "5*30-10% of (5*30)"),
+    _ex("The drive is 300 km and my car uses 8 litres per 100 km. How many litres is that?", "300/100*8"),
+    _ex("Anna has $500. Ben has $320 and gets $50 more. How much more does Anna have?", "500-(320+50)"),
     _ex("Now add 6 to that result."),
     _ex("multiply that by 3"),
 )

@@ -87,6 +87,17 @@ EXAMPLES = (
     _ex("What day is it?", "UTC"),
     _ex("what time is it in UTC", "UTC"),
     _ex("What's the time right now?", "UTC"),
+    # Asked sideways: whether it is day or night there, whether people are up or places open.
+    _ex("Would my cousin in Madrid be awake at this hour?", "Madrid"),
+    _ex("Are the shops in Istanbul open at this hour?", "Istanbul"),
+    _ex("Is it too early to call my aunt in Lima?", "Lima"),
+    _ex("Is it evening in Cairo yet?", "Cairo"),
+    _ex("Is it the middle of the night in Manila?", "Manila"),
+    _ex("is it lunchtime yet in Bangkok", "Bangkok"),
+    _ex("Is it too late to phone my boss in Denver?", "Denver"),
+    _ex("Is my friend in Vancouver likely asleep?", "Vancouver"),
+    _ex("What hour is it in Lagos?", "Lagos"),
+    _ex("Is it a good moment to call the office in Jakarta?", "Jakarta"),
 )
 
 NEGATIVE_EXAMPLES = (

@@ -178,6 +178,13 @@ EXAMPLES = (
     _ex("What does the AgentMesh gateway do?"),
     _ex("give me an overview of the agentmesh architecture"),
     _ex("How does AgentMesh stream answer tokens back to the client?"),
+    # Asked in the docs' own terms, without naming AgentMesh.
+    _ex("What are the P0, P1 and P2 priorities for?"),
+    _ex("Which priority class is dropped first under load?"),
+    _ex("Why does the router send similar prompts to the same replica?"),
+    _ex("How does the router balance load across inference replicas?"),
+    _ex("Which RPC does a client call to talk to the agent?"),
+    _ex("what's the metrics port of the router"),
 )
 
 NEGATIVE_EXAMPLES = (

@@ -147,7 +147,8 @@ _REWRITES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
 
 #: Binary operators as symbols or words, between two operands of an arithmetic span (``arithmetic_pattern``).
 _SPAN_OPERATORS = (
-    r"[-+*/^x×÷%]",
+    r"[+*/^x×÷%]",
+    r"(?<![a-z])-|-(?![a-z])",  # not a hyphen between two words: "twenty-five" is one number
     "plus",
     "minus",
     "times",
@@ -179,7 +180,7 @@ def arithmetic_pattern() -> str:
     """
     number = rf"(?:-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)|{WORDED_NUMBER})%?"
     prefix = r"(?:(?:square|cube) root of|half of|double|twice|triple|(?:a |one )?(?:third|quarter) of) "
-    term = rf"(?:{prefix})?{number}(?: (?:squared|cubed))?"
+    term = rf"\(*(?:{prefix})?{number}(?: (?:squared|cubed))?\)*"  # "(12 + 8) * 5": spans keep balanced parentheses
     operator = "|".join(_SPAN_OPERATORS)
     chain = rf"(?:{term}\s*(?:{operator})\s*)+{term}|{prefix}{number}(?: (?:squared|cubed))?|{number} (?:squared|cubed)"
     verbs = (
