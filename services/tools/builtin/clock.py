@@ -98,6 +98,7 @@ EXAMPLES = (
     _ex("Is my friend in Vancouver likely asleep?", "Vancouver"),
     _ex("What hour is it in Lagos?", "Lagos"),
     _ex("Is it a good moment to call the office in Jakarta?", "Jakarta"),
+    _ex("What does the clock say in Vienna at the moment?", "Vienna"),
 )
 
 NEGATIVE_EXAMPLES = (
