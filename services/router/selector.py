@@ -26,7 +26,9 @@ margin, the LLM only for the ambiguous band):
   "not this tool" need not be wide: "What is 15 multiplied by 4?" leads the near
   miss "Explain what multiplication is" by 0.002 and is arithmetic all the same.
   The text needs *no tool* when the best tool scores below ``reject``, or its
-  "not this tool" score beats it by ``margin``. Anything else is *ambiguous*.
+  "not this tool" score beats it by ``margin``; no intent word overrules a
+  "not this tool" score ahead by ``overrule`` ("What color is the sky on a
+  clear day?" shares the clock's "day"). Anything else is *ambiguous*.
 - Several asks in one message. "What is 23*47 and what time is it in Tokyo?"
   embeds as a blend of two intents and may clear neither threshold, so the
   message is also split into clauses (at "and", "also", ";", "?", ", "…) and each
