@@ -52,13 +52,14 @@ from urllib.parse import urlsplit
 
 from services.tools.builtin.kb_search import words
 
-CASES_DIR = Path(__file__).resolve().parent / "cases"
+_EVALS = Path(__file__).resolve().parent
+CASES_DIR = _EVALS / "cases"
 #: Prompts of a tuning session's own (``--cases evals/probes --split dev``): tuned on, like dev.
-PROBES_DIR = Path(__file__).resolve().parent / "probes"
+PROBES_DIR = _EVALS / "probes"
 #: Held-out sets each written by a helper that saw neither the router's code nor any other case file, each run
 #: once (``--cases evals/blind --split heldout``): never tuned on. ``blind2`` was written after ``blind``'s verdicts
 #: had been read, for the next change.
-BLIND_DIRS = (Path(__file__).resolve().parent / "blind", Path(__file__).resolve().parent / "blind2")
+BLIND_DIRS = (_EVALS / "blind", _EVALS / "blind2")
 SPLITS = ("dev", "heldout")
 CATEGORIES = (
     "calculator",

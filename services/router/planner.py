@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 MAX_CALLS_PER_ROUND = 3
 #: Worked examples per prompt: enough to show the shape, few enough to keep the prompt short (5, not 3: the
-#: composed calculator fills of the tuning turns went from 23 to 26 of 36 right, EVAL.md).
+#: composed calculator fills of the tuning turns were 2-3 more of 35-36 right in each of three offline
+#: comparisons, EVAL.md run E).
 FILL_EXAMPLES = 5
 CHOOSE_EXAMPLES_PER_TOOL = 2
 CHOOSE_NEGATIVES = 4
@@ -295,9 +296,13 @@ def spans(*texts: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
                 for j in range(i + 1, min(len(words), i + max_words) + 1):
                     if not (_GLUE.fullmatch(words[j - 1]) or _ARTICLE.fullmatch(words[j - 1])):
                         # A span never cuts a parenthesis in half ("3+4)*(5-2" is no expression).
-                        for span in (" ".join(words[i:j]), " ".join(kept for _, kept in pairs[i:j])):
-                            if _whole_parentheses(span):
-                                found.setdefault(span, None)
+                        bare = " ".join(words[i:j])
+                        if _whole_parentheses(bare):
+                            found.setdefault(bare, None)
+                        if any(kept != word for word, kept in pairs[i:j]):  # a word had parentheses
+                            bracketed = " ".join(kept for _, kept in pairs[i:j])
+                            if _whole_parentheses(bracketed):
+                                found.setdefault(bracketed, None)
     return list(found)
 
 
