@@ -337,7 +337,14 @@ class Planner:
                 self._count("embedding", "not_applicable")
             return ok
 
-        tools = tuple(n for n in selection.tools if fits(n, selection.segments.get(n, turn.message)))
+        # A tool chosen from a clause that cannot fill it may have its ask's quantity in another clause
+        # ("Bought a 2 litre bottle for the party, how many cups is that?"): it fills from the whole message then.
+        segments = dict(selection.segments)
+        for n in selection.tools:
+            part = segments.get(n, turn.message)
+            if part != turn.message and n in schemas and not applies(schemas[n], part, *earlier):
+                segments[n] = turn.message
+        tools = tuple(n for n in selection.tools if fits(n, segments.get(n, turn.message)))
         undecided = tuple(
             (part, kept) for part, names in selection.undecided if (kept := tuple(n for n in names if fits(n, part)))
         )
@@ -360,7 +367,7 @@ class Planner:
             if len(shown) == 1:  # the tool's own shape is in the message: its ask, no generation deciding
                 self._count("embedding", "evident")
                 return replace(selection, decision=Decision.TOOLS, tools=(shown[0],), segments={}, candidates=())
-        segments = {n: selection.segments[n] for n in tools if n in selection.segments}
+        segments = {n: segments[n] for n in tools if n in segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
 
     async def _choose(  # noqa: PLR0917 - private, few callers

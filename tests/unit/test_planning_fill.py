@@ -247,3 +247,25 @@ async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not
 
     assert not has_xgrammar_unsupported_json_features(json.loads(gen.asked[0].json_schema))
     xgrammar.Grammar.from_json_schema(gen.asked[0].json_schema)  # the engine's grammar compiler takes it
+
+
+class Chose:
+    """A selector stand-in that chose ``tools`` from the clauses in ``segments`` (as a two-clause message does)."""
+
+    def __init__(self, segments: dict[str, str]) -> None:
+        self.segments = segments
+
+    async def select(self, message: str, *, previous_message: str = "") -> Selection:
+        return Selection(Decision.TOOLS, tools=tuple(self.segments), segments=dict(self.segments))
+
+    async def nearest(self, text: str, examples: list[tuple[str, Any]], k: int) -> list[tuple[str, Any]]:
+        return list(examples[-k:])
+
+
+async def test_a_tool_chosen_from_a_clause_without_its_quantity_fills_from_the_whole_message() -> None:
+    message = "Bought a 2 litre bottle for the party, how many cups does that come to?"
+    gen = Scripted()  # the grammar leaves one quantity and one unit: no generation
+    chose = Chose({"unit_convert": "how many cups does that come to"})
+    plan = await Planner(cast(Generator, gen), cast(ToolSelector, chose)).plan(SPECS, turn(message), TurnCounters())
+    assert [(c.name, c.arguments) for c in plan.calls] == [("unit_convert", {"quantity": "2 litre", "to_unit": "cups"})]
+    assert gen.asked == []

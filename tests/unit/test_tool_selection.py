@@ -375,3 +375,18 @@ def test_the_grounded_number_pattern_holds_what_the_conversation_wrote_and_deriv
     for written in ("4", "3.75", "2.50", "2.5", "0.15", "15", "100", "1,450", "1450", "60", "1"):
         assert re.search(pattern, written), written
     assert not any(re.search(pattern, n) for n in ("5", "3.7", "37", "2.51", "-4"))
+
+
+async def test_a_url_is_embedded_as_words_and_still_marks_the_ask() -> None:
+    fetch = spec(
+        "fetch", ["summarize https://example.com/news", "what is on https://example.com/a/b"], ["what is a url"]
+    )
+    embedder = BagOfWords()
+    s = ToolSelector(embedder, SelectorSettings(choose=0.3, reject=0.1, margin=0.05), no_tool_examples=NO_TOOL)
+    await s.load([fetch])
+    picked = await s.select("please read https://example.com/terms/2024/v3?lang=en-gb and give me the gist")
+    assert picked.decision is Decision.TOOLS and picked.tools == ("fetch",)
+    # The embedder never sees a URL: the cards' and the message's are both "this link" ("terms", "lang"… are
+    # no words of the ask), while the intent check still reads the URL's own words ("example", "com").
+    seen = [t for call in embedder.calls for t in call]
+    assert not any("://" in t for t in seen) and "summarize this link" in seen

@@ -259,6 +259,7 @@ NEGATIVE_EXAMPLES = (
     "Tell me a fun fact about prime numbers",
     "What is the history of the number zero?",
     "Is 7 a lucky number?",
+    "Why are there 60 minutes in an hour?",
     "Convert 5 km to miles",
     "What time is it in Tokyo?",
 )
