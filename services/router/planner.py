@@ -354,7 +354,22 @@ def applies(schema_json: str, *sources: str) -> bool:
     if COPY_REQUIRED_KEYWORD not in schema_json:
         return True
     _, found, marked = _copy_options(schema_json, sources)
-    return all(found.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
+    own = _one_mention_one_argument(found, strict=True)
+    return all(own.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
+
+
+def unmentioned(schema_json: str, *sources: str) -> frozenset[str]:
+    """The copy properties for which the sources hold no span of their own (a span inside another copy
+    property's, such as the "km/h" of "130 km/h", is that property's mention, not this one's).
+
+    Why: a tool chosen from one clause of a message may find only part of its
+    ask there ("…the signs say 130 km/h, | what's that in mph?"); filled from
+    that clause, the converter was asked for km/h in km/h.
+    """
+    if COPY_KEYWORD not in schema_json:
+        return frozenset()
+    own = _one_mention_one_argument(_copy_options(schema_json, sources)[1], strict=True)
+    return frozenset(name for name, options in own.items() if not options)
 
 
 def evident(schema_json: str, message: str) -> bool:
@@ -416,16 +431,20 @@ def _verbatim(span: str, sources: Sequence[str]) -> bool:
     return any(span in " ".join(source.split()) for source in sources)
 
 
-def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]]:
+def _one_mention_one_argument(found: dict[str, list[str]], *, strict: bool = False) -> dict[str, list[str]]:
     """Per copy property, its options less those inside a longer option of another copy property.
 
     "How many feet is 3 meters?": the quantity is "3 meters", so "meters" is
     not the target unit — one mention fills one argument (the 135M model chose
-    it 1 time in 3 on our probes). A property is never left with no option by this.
+    it 1 time in 3 on our probes). A property is never left with no option by this, unless ``strict``
+    (then what is left is the property's own mentions: ``applies``, ``unmentioned``).
     """
     out = {}
     for name, options in found.items():
         others = [o for other, opts in found.items() if other != name for o in opts]
+        if strict:  # inside every other mention, not merely one: "5 pounds in kilos" beside "2 kilos" is a target
+            out[name] = [o for o in options if not others or not all(_inside(o, x) for x in others)]
+            continue
         kept = [o for o in options if not any(_inside(o, x) for x in others)]
         out[name] = kept or options
     return out

@@ -59,6 +59,7 @@ from services.router.planner import (
     parse_arguments,
     parse_call,
     parse_choice,
+    unmentioned,
     worked_examples,
 )
 from services.router.prompt import Message
@@ -337,12 +338,13 @@ class Planner:
                 self._count("embedding", "not_applicable")
             return ok
 
-        # A tool chosen from a clause that cannot fill it may have its ask's quantity in another clause
-        # ("Bought a 2 litre bottle for the party, how many cups is that?"): it fills from the whole message then.
+        # A tool chosen from a clause that cannot fill it may have the rest of its ask in another clause ("Bought a
+        # 2 litre bottle for the party, how many cups is that?"; "…the signs say 130 km/h, what's that in mph?"):
+        # it fills from the whole message then.
         segments = dict(selection.segments)
         for n in selection.tools:
             part = segments.get(n, turn.message)
-            if part != turn.message and n in schemas and not applies(schemas[n], part, *earlier):
+            if part != turn.message and n in schemas and self._short_of(schemas[n], part, turn.message, earlier):
                 segments[n] = turn.message
         tools = tuple(n for n in selection.tools if fits(n, segments.get(n, turn.message)))
         undecided = tuple(
@@ -369,6 +371,14 @@ class Planner:
                 return replace(selection, decision=Decision.TOOLS, tools=(shown[0],), segments={}, candidates=())
         segments = {n: segments[n] for n in tools if n in segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
+
+    @staticmethod
+    def _short_of(schema_json: str, part: str, message: str, earlier: tuple[str, str]) -> bool:
+        """Whether the clause ``part`` misses a span the whole ``message`` holds for the tool: a required one
+        (``applies``), or any copy property's own (``unmentioned``)."""
+        if not applies(schema_json, part, *earlier):
+            return True
+        return bool(unmentioned(schema_json, part, *earlier) - unmentioned(schema_json, message, *earlier))
 
     async def _choose(  # noqa: PLR0917 - private, few callers
         self,

@@ -12,7 +12,7 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
-from services.router.planner import copy_constrained, spans
+from services.router.planner import applies, copy_constrained, spans, unmentioned
 from services.router.planning import PlanInput, Planner, TurnCounters
 from services.router.selector import Decision, Selection, ToolSelector
 from services.router.session_records import ToolRecord, TurnRecord
@@ -269,3 +269,24 @@ async def test_a_tool_chosen_from_a_clause_without_its_quantity_fills_from_the_w
     plan = await Planner(cast(Generator, gen), cast(ToolSelector, chose)).plan(SPECS, turn(message), TurnCounters())
     assert [(c.name, c.arguments) for c in plan.calls] == [("unit_convert", {"quantity": "2 litre", "to_unit": "cups"})]
     assert gen.asked == []
+
+
+def test_a_conversion_needs_a_target_unit_of_its_own_not_the_quantitys() -> None:
+    schema = json.dumps(unit_convert.TOOL.parameters)
+    assert not applies(schema, "Why is a marathon 26.2 miles and not a round number?")  # "miles" is the quantity's
+    assert applies(schema, "Is 5 pounds more than 2 kilos? What is 5 pounds in kilos?")  # another quantity's unit
+    assert applies(schema, "How many feet is 3 meters?")
+    assert applies(schema, "What about 7 kg?", "Convert 5 lb to kg")  # the target said the turn before
+    clause = "the motorway signs say 130 km/h"
+    assert unmentioned(schema, clause) == {"to_unit"}
+    assert unmentioned(schema, f"Renting a car next week and {clause}, what's that in mph?") == frozenset()
+
+
+async def test_a_clause_without_its_tools_target_unit_fills_from_the_whole_message() -> None:
+    message = "Renting a car next week and the motorway signs say 130 km/h, what's that in mph?"
+    gen = Scripted('{"quantity":"130 km/h","to_unit":"mph"}')
+    chose = Chose({"unit_convert": "the motorway signs say 130 km/h"})
+    plan = await Planner(cast(Generator, gen), cast(ToolSelector, chose)).plan(SPECS, turn(message), TurnCounters())
+    assert [(c.name, c.arguments) for c in plan.calls] == [("unit_convert", {"quantity": "130 km/h", "to_unit": "mph"})]
+    to_unit = json.loads(gen.asked[0].json_schema)["properties"]["to_unit"]
+    assert "mph" in to_unit["enum"] and "km/h" not in to_unit["enum"]

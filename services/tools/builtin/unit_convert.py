@@ -154,6 +154,8 @@ TOOL = ToolDefinition(
                 "maxLength": 32,
                 "description": "the unit the user wants the answer in, as they wrote it",
                 "x-agentmesh-copy": unit_pattern(),
+                # A unit of its own, not the quantity's: "Why is a marathon 26.2 miles?" names none to convert to.
+                "x-agentmesh-copy-required": True,
             },
         },
         "required": ["quantity", "to_unit"],
