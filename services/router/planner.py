@@ -354,7 +354,7 @@ def applies(schema_json: str, *sources: str) -> bool:
     if COPY_REQUIRED_KEYWORD not in schema_json:
         return True
     _, found, marked = _copy_options(schema_json, sources)
-    own = _one_mention_one_argument(found, strict=True)
+    own = _own_mentions(found)
     return all(own.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
 
 
@@ -368,7 +368,7 @@ def unmentioned(schema_json: str, *sources: str) -> frozenset[str]:
     """
     if COPY_KEYWORD not in schema_json:
         return frozenset()
-    own = _one_mention_one_argument(_copy_options(schema_json, sources)[1], strict=True)
+    own = _own_mentions(_copy_options(schema_json, sources)[1])
     return frozenset(name for name, options in own.items() if not options)
 
 
@@ -431,22 +431,29 @@ def _verbatim(span: str, sources: Sequence[str]) -> bool:
     return any(span in " ".join(source.split()) for source in sources)
 
 
-def _one_mention_one_argument(found: dict[str, list[str]], *, strict: bool = False) -> dict[str, list[str]]:
+def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]]:
     """Per copy property, its options less those inside a longer option of another copy property.
 
     "How many feet is 3 meters?": the quantity is "3 meters", so "meters" is
     not the target unit — one mention fills one argument (the 135M model chose
-    it 1 time in 3 on our probes). A property is never left with no option by this, unless ``strict``
-    (then what is left is the property's own mentions: ``applies``, ``unmentioned``).
+    it 1 time in 3 on our probes). A property is never left with no option by this.
     """
     out = {}
     for name, options in found.items():
         others = [o for other, opts in found.items() if other != name for o in opts]
-        if strict:  # inside every other mention, not merely one: "5 pounds in kilos" beside "2 kilos" is a target
-            out[name] = [o for o in options if not others or not all(_inside(o, x) for x in others)]
-            continue
         kept = [o for o in options if not any(_inside(o, x) for x in others)]
         out[name] = kept or options
+    return out
+
+
+def _own_mentions(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per copy property, its options that are a mention of its own: not inside *every* option of the other
+    copy properties ("kilos" beside "2 kilos" and "5 pounds" is a target for 5 pounds; "miles" beside "26.2
+    miles" alone is not). May leave a property with none (``applies``, ``unmentioned``)."""
+    out = {}
+    for name, options in found.items():
+        others = [o for other, opts in found.items() if other != name for o in opts]
+        out[name] = [o for o in options if not others or not all(_inside(o, x) for x in others)]
     return out
 
 

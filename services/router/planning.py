@@ -344,8 +344,10 @@ class Planner:
         segments = dict(selection.segments)
         for n in selection.tools:
             part = segments.get(n, turn.message)
-            if part != turn.message and n in schemas and self._short_of(schemas[n], part, turn.message, earlier):
-                segments[n] = turn.message
+            if part != turn.message and n in schemas:
+                missing = unmentioned(schemas[n], part, *earlier) - unmentioned(schemas[n], turn.message, *earlier)
+                if missing:
+                    segments[n] = turn.message
         tools = tuple(n for n in selection.tools if fits(n, segments.get(n, turn.message)))
         undecided = tuple(
             (part, kept) for part, names in selection.undecided if (kept := tuple(n for n in names if fits(n, part)))
@@ -371,14 +373,6 @@ class Planner:
                 return replace(selection, decision=Decision.TOOLS, tools=(shown[0],), segments={}, candidates=())
         segments = {n: segments[n] for n in tools if n in segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
-
-    @staticmethod
-    def _short_of(schema_json: str, part: str, message: str, earlier: tuple[str, str]) -> bool:
-        """Whether the clause ``part`` misses a span the whole ``message`` holds for the tool: a required one
-        (``applies``), or any copy property's own (``unmentioned``)."""
-        if not applies(schema_json, part, *earlier):
-            return True
-        return bool(unmentioned(schema_json, part, *earlier) - unmentioned(schema_json, message, *earlier))
 
     async def _choose(  # noqa: PLR0917 - private, few callers
         self,
