@@ -234,7 +234,7 @@ class ToolSelector:
         # examples "<num>" stopped marking the unit converter's asks.
         intents = [intent_words((e.text for e in spec.examples), negatives) for spec in specs]
         shapes = list(dict.fromkeys(_shape(t) for t in [*(e.text for s in specs for e in s.examples), *negatives] if t))
-        vectors = await self._embedder.embed([_embedded(t) for t in [*texts, *negatives, *shapes]])
+        vectors = await self._embed([*texts, *negatives, *shapes])
         self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))
         vectors = vectors[: len(texts) + len(negatives)]
         negative_words = [words(t) for t in negatives]
@@ -261,7 +261,7 @@ class ToolSelector:
         follow_up = f"{previous_message} {message}" if previous_message else ""
         if follow_up:
             texts.append(follow_up)
-        vectors = await self._embedder.embed([_embedded(t) for t in texts])
+        vectors = await self._embed(texts)
         verdicts = [self._decide(cards, v, t) for t, v in zip(texts, vectors, strict=True)]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
@@ -319,10 +319,14 @@ class ToolSelector:
             return []
         shapes = [_shape(e[0]) for e in examples]
         unknown = list(dict.fromkeys(t for t in shapes if t not in self._shape_vectors))  # not a card's example
-        vectors = await self._embedder.embed([_shape(text), *unknown])
+        vectors = await self._embed([_shape(text), *unknown])
         known = {**self._shape_vectors, **dict(zip(unknown, vectors[1:], strict=True))}
         sims = np.stack([known[t] for t in shapes]) @ vectors[0]
         return [examples[i] for i in np.argsort(sims, kind="stable")[-k:]]
+
+    async def _embed(self, texts: Sequence[str]) -> Vectors:
+        """Every text the selector compares, embedded as ``_embedded`` writes it (cards, messages, shapes)."""
+        return await self._embedder.embed([_embedded(t) for t in texts])
 
     def _open(self, verdict: _Verdict) -> bool:
         """Undecided, or "no tool" only for scoring low: not a message that is itself near a no-tool

@@ -388,5 +388,6 @@ async def test_a_url_is_embedded_as_words_and_still_marks_the_ask() -> None:
     assert picked.decision is Decision.TOOLS and picked.tools == ("fetch",)
     # The embedder never sees a URL: the cards' and the message's are both "this link" ("terms", "lang"… are
     # no words of the ask), while the intent check still reads the URL's own words ("example", "com").
+    await s.nearest("fetch https://example.com/x/9", [("read https://example.org/other", None)], 1)  # the fill's
     seen = [t for call in embedder.calls for t in call]
     assert not any("://" in t for t in seen) and "summarize this link" in seen
