@@ -16,7 +16,11 @@ turn by its id and relays the router's bytes untouched.
 The servicer half of a stream lives here too: ``OpenStreams`` serialises a
 stream's writes (grpc.aio allows one write in flight, and a drain notice may
 race the turn's events) and keeps every open stream reachable for the drain
-notice on shutdown.
+notice on shutdown. Once the notice has gone out, a stream opened after it is
+refused with UNAVAILABLE (retry elsewhere) instead of being served: the gRPC
+server refuses new streams itself only when it stops, after the drain hooks,
+and a stream accepted in between was served under the drain instead (one
+ended CANCELLED in a gateway drain test, not UNAVAILABLE).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import grpc.aio
 
 from agentmesh.agent.v1 import agent_pb2
+from services.runtime.errors import Unavailable
 
 Message = TypeVar("Message")
 
@@ -90,12 +95,22 @@ async def read_converse(requests: AsyncIterable[agent_pb2.ConverseRequest], side
 class OpenStreams(Generic[Message]):
     """The write functions of a server's open Converse streams, each serialised, for the drain notice."""
 
+    #: What a client opening a stream after the drain notice is told to wait before it retries (elsewhere).
+    RETRY_AFTER_S = 1.0
+
     def __init__(self) -> None:
         self._sends: set[Callable[[Message], Awaitable[None]]] = set()
+        self._announced = False
 
     @contextlib.contextmanager
     def open(self, context: grpc.aio.ServicerContext[Any, Message]) -> Iterator[Callable[[Message], Awaitable[None]]]:
-        """A stream's ``send``, reachable by ``announce`` while the block runs."""
+        """A stream's ``send``, reachable by ``announce`` while the block runs; ``Unavailable`` once draining."""
+        if self._announced:
+            raise Unavailable(
+                "the server is draining; open the stream on another replica",
+                retry_after_s=self.RETRY_AFTER_S,
+                reason="DRAINING",
+            )
         writing = asyncio.Lock()
 
         async def send(message: Message) -> None:
@@ -109,5 +124,6 @@ class OpenStreams(Generic[Message]):
             self._sends.discard(send)
 
     async def announce(self, notice: Message) -> None:
-        """Send ``notice`` on every open stream; a stream that is ending just misses it."""
+        """Send ``notice`` on every open stream (a stream that is ending just misses it); refuse new ones."""
+        self._announced = True
         await asyncio.gather(*(send(notice) for send in list(self._sends)), return_exceptions=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
 
 from agentmesh.agent.v1 import agent_pb2
-from services.runtime.converse_loop import read_converse
+from services.runtime.converse_loop import OpenStreams, read_converse
+from services.runtime.errors import Unavailable
 
 START = agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="hi", turn_id="t1"))
 CANCEL = agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id="t1"))
@@ -106,3 +108,26 @@ async def test_a_stream_cancelled_mid_turn_closes_the_side_as_abandoned() -> Non
     with pytest.raises(asyncio.CancelledError):
         await loop
     assert side.calls == ["start:t1", "close:abandoned"]
+
+
+class _Context:
+    """The one ServicerContext method OpenStreams uses."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    async def write(self, message: str) -> None:
+        self.written.append(message)
+
+
+async def test_open_streams_get_the_drain_notice_and_streams_opened_after_it_are_refused() -> None:
+    streams: OpenStreams[str] = OpenStreams()
+    open_one = _Context()
+    with streams.open(open_one) as send:  # type: ignore[arg-type]
+        await send("event")
+        await streams.announce("draining")
+        assert open_one.written == ["event", "draining"]
+        with pytest.raises(Unavailable) as refused, streams.open(_Context()):  # type: ignore[arg-type]
+            pass
+    assert refused.value.retry_after_s == OpenStreams.RETRY_AFTER_S
+    assert refused.value.code == grpc.StatusCode.UNAVAILABLE
