@@ -440,7 +440,7 @@ def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str
     """
     out = {}
     for name, options in found.items():
-        others = [o for other, opts in found.items() if other != name for o in opts]
+        others = _others(found, name)
         kept = [o for o in options if not any(_inside(o, x) for x in others)]
         out[name] = kept or options
     return out
@@ -452,9 +452,14 @@ def _own_mentions(found: dict[str, list[str]]) -> dict[str, list[str]]:
     miles" alone is not). May leave a property with none (``applies``, ``unmentioned``)."""
     out = {}
     for name, options in found.items():
-        others = [o for other, opts in found.items() if other != name for o in opts]
+        others = _others(found, name)
         out[name] = [o for o in options if not others or not all(_inside(o, x) for x in others)]
     return out
+
+
+def _others(found: dict[str, list[str]], name: str) -> list[str]:
+    """The options of every copy property but ``name``."""
+    return [o for other, opts in found.items() if other != name for o in opts]
 
 
 def _maximal(options: list[str]) -> list[str]:
