@@ -100,9 +100,11 @@ async def test_rate_limit_rejects_with_retry_info_and_is_shared_by_two_gateways(
 
 
 async def test_token_budget_is_charged_after_the_answer(mesh: Mesh) -> None:
-    stub, _, _ = await mesh.add_gateway(rate_token_burst=50.0, rate_tokens_per_min=1.0)
+    # A burst smaller than any answered request (the system prompt alone is more): the first is admitted with
+    # the bucket positive and charged after its answer, which takes the bucket negative whatever the prompt.
+    stub, _, _ = await mesh.add_gateway(rate_token_burst=5.0, rate_tokens_per_min=1.0)
     request = agent_pb2.CompleteRequest(prompt="hi")
-    [m async for m in stub.Complete(request, metadata=ACME)]  # ~90 tokens: the bucket goes negative
+    [m async for m in stub.Complete(request, metadata=ACME)]
     with pytest.raises(grpc.aio.AioRpcError) as err:
         [m async for m in stub.Complete(request, metadata=ACME)]
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
