@@ -520,6 +520,10 @@ def test_the_clock_copy_pattern_knows_places_and_not_everyday_words() -> None:
         ("What tools does AgentMesh come with?", "Tools"),
         ("How does AgentMesh make use of prefix caching?", "Prefix caching"),
         ("Tell me about AgentMesh", "AgentMesh overview"),  # the corpus's own name is all the query has
+        # The docs say "API-key auth": a query term reaches an indexed term it begins or that begins it, and
+        # "how does … work" is a question's filler, not the batch "work" of the priorities section.
+        ("How do clients authenticate with the agentmesh gateway?", "Services"),
+        ("How does authentication work at the AgentMesh gateway?", "Services"),
     ],
 )
 async def test_kb_search_ranks_a_whole_question_by_its_telling_words(question: str, title: str) -> None:

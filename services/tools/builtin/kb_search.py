@@ -6,7 +6,9 @@ created. BM25 (k1 = 1.5, b = 0.75) needs no model and works offline.
 
 The router copies the user's question whole as the query (its schema marks
 ``query`` so), so a question's filler words must not decide the ranking: terms
-are lightly stemmed ("listens" is "listen"), and a query term found in more
+are lightly stemmed ("listens" is "listen"), "how does … work" is filler, a
+query term the index does not hold reaches the indexed terms it begins or that
+begin it ("authenticate" finds the docs' "auth"), and a query term found in more
 than half of the sections ("AgentMesh" in its own docs, where every section
 is indexed with its file's name) does not rank them, unless the query has no
 other term. Titles count three times.
@@ -29,11 +31,13 @@ WORD = re.compile(r"[a-z0-9]+")
 _STOP_WORDS = (
     "a an and are as at be by for from how in is it of on or that the this to what when where which with"
     # a question's own filler: the router sends the question whole
-    " about can could did do does i me my there tell us we would you your"
+    " about can could did do does i me my there tell us we work works would you your"
 )
 STOP = frozenset(re.findall(r"[a-z]+", _STOP_WORDS))
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(])")
 MAX_SUMMARY_SENTENCE = 300
+#: The shortest indexed term a query term may reach by prefix (``Bm25Index._spellings``).
+MIN_PREFIX = 4
 
 
 def words(text: str) -> list[str]:
@@ -99,9 +103,17 @@ class Bm25Index:
 
     def search(self, query: str, top_k: int) -> list[tuple[float, Section]]:
         """The best ``top_k`` sections for the query's telling terms; for all its terms if those find none."""
-        found = terms(query)
+        found = [e for t in terms(query) for e in self._spellings(t)]
         telling = [t for t in found if t not in self.common]
         return (telling and self._rank(telling, top_k)) or self._rank(found, top_k)
+
+    def _spellings(self, term: str) -> list[str]:
+        """``term`` as the index spells it: itself when indexed, else the indexed terms it begins or that begin
+        it, four letters at least ("authenticate" finds the docs' "auth"); none when nothing is that near."""
+        if term in self.idf or len(term) < MIN_PREFIX:
+            return [term]
+        near = [w for w in self.idf if len(w) >= MIN_PREFIX and (w.startswith(term) or term.startswith(w))]
+        return near or [term]
 
     def _rank(self, wanted: list[str], top_k: int) -> list[tuple[float, Section]]:
         scored = []
