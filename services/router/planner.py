@@ -386,6 +386,27 @@ def evident(schema_json: str, message: str) -> bool:
     return any(found.get(name) for name in marked[COPY_EVIDENT_KEYWORD])
 
 
+def pinned(schema_json: str, message: str) -> bool:
+    """Whether ``message`` mentions exactly one value of its own for every property the tool copies from a span
+    (a message-copied query does not count), and the tool has one at least.
+
+    Why: an ask the selector leaves in the band for want of an intent word ("Is it past midnight in Hong
+    Kong?", "I want to ring my sister in Mexico City. Would she still be at work?") is near the tool's examples
+    and names the one place its argument needs; a near miss in the tool's topic names none ("Why is a foot
+    called a foot?" has no target unit) or several ("the difference between GMT and UTC").
+    """
+    properties = json.loads(schema_json).get("properties", {})
+    spanned = [
+        name
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and prop.get(COPY_KEYWORD) not in (None, COPY_MESSAGE)
+    ]
+    if not spanned:
+        return False
+    own = _own_mentions(_copy_options(schema_json, (message,))[1])
+    return all(len(own.get(name, [])) == 1 for name in spanned)
+
+
 def _copy_options(
     schema_json: str, sources: Sequence[str]
 ) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, list[str]]]:

@@ -59,6 +59,7 @@ from services.router.planner import (
     parse_arguments,
     parse_call,
     parse_choice,
+    pinned,
     unmentioned,
     worked_examples,
 )
@@ -371,6 +372,17 @@ class Planner:
             if len(shown) == 1:  # the tool's own shape is in the message: its ask, no generation deciding
                 self._count("embedding", "evident")
                 return replace(selection, decision=Decision.TOOLS, tools=(shown[0],), segments={}, candidates=())
+            best = candidates[0]
+            if (
+                self._selector is not None
+                and best in schemas
+                and selection.scores.get(best, 0.0) - selection.none_score >= self._selector.settings.overrule
+                and pinned(schemas[best], turn.message)
+            ):
+                # Near the tool's asks by the lead no intent word overrules, and naming exactly the one value
+                # each of its copied arguments needs: its ask, without an intent word (``planner.pinned``).
+                self._count("embedding", "pinned")
+                return replace(selection, decision=Decision.TOOLS, tools=(best,), segments={}, candidates=())
         segments = {n: segments[n] for n in tools if n in segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
 

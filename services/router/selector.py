@@ -208,6 +208,10 @@ class ToolSelector:
         self._shape_vectors: dict[str, Vectors] = {}
 
     @property
+    def settings(self) -> SelectorSettings:
+        return self._settings
+
+    @property
     def loaded(self) -> bool:
         return self._cards is not None
 

@@ -12,9 +12,9 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
-from services.router.planner import applies, copy_constrained, spans, unmentioned
+from services.router.planner import applies, copy_constrained, pinned, spans, unmentioned
 from services.router.planning import PlanInput, Planner, TurnCounters
-from services.router.selector import Decision, Selection, ToolSelector
+from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector
 from services.router.session_records import ToolRecord, TurnRecord
 from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto
@@ -168,13 +168,20 @@ async def test_an_earlier_expression_is_never_copied_as_this_turns() -> None:
 
 
 class Band:
-    """A selector stand-in that finds every message ambiguous between ``candidates``."""
+    """A selector stand-in that finds every message ambiguous between ``candidates`` (scored ``scores``, the
+    no-tool side ``none_score``)."""
 
-    def __init__(self, *candidates: str) -> None:
+    settings = SelectorSettings()
+
+    def __init__(self, *candidates: str, scores: dict[str, float] | None = None, none_score: float = 0.0) -> None:
         self.candidates = candidates
+        self.scores = scores or {}
+        self.none_score = none_score
 
     async def select(self, message: str, *, previous_message: str = "") -> Selection:
-        return Selection(Decision.AMBIGUOUS, candidates=self.candidates)
+        return Selection(
+            Decision.AMBIGUOUS, candidates=self.candidates, scores=dict(self.scores), none_score=self.none_score
+        )
 
     async def nearest(self, text: str, examples: list[tuple[str, Any]], k: int) -> list[tuple[str, Any]]:
         return list(examples[-k:])
@@ -218,6 +225,42 @@ async def test_an_ambiguous_message_holding_a_calculator_span_is_the_calculators
     assert [(c.name, c.arguments) for c in plan.calls] == [("calculator", {"expression": expression})]
     assert counters.generations == 0 and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
     assert calculator.evaluate(expression) in (10080, 132)
+
+
+@pytest.mark.parametrize(
+    ("message", "lead", "planned"),
+    [
+        ("Is it past midnight in Hong Kong?", 0.26, [("clock", {"timezone": "Hong Kong"})]),
+        (
+            "I want to ring my sister in Mexico City. Would she still be at work?",
+            0.28,
+            [("clock", {"timezone": "Mexico City"})],
+        ),
+        ("Is it past midnight in Hong Kong?", 0.19, []),  # not the lead no intent word overrules: the model decides
+        ("What's actually the difference between GMT and UTC?", 0.3, []),  # two places: the model decides
+        ("Why do time zones exist?", 0.3, []),  # no place at all
+    ],
+)
+async def test_a_band_ask_well_ahead_that_names_its_one_argument_is_the_tools_without_a_generation(
+    message: str, lead: float, planned: list[tuple[str, dict[str, Any]]]
+) -> None:
+    gen = Scripted('{"tool":"none"}')  # what the band's generation says when asked
+    counters = TurnCounters()
+    band = Band("clock", scores={"clock": 0.4 + lead}, none_score=0.4)
+    plan = await Planner(cast(Generator, gen), cast(ToolSelector, band)).plan(SPECS, turn(message), counters)
+    assert [(c.name, c.arguments) for c in plan.calls] == planned
+    decided_here = bool(planned)
+    assert (counters.generations, plan.method) == (
+        (0, agent_pb2.TOOL_SELECTION_EMBEDDING) if decided_here else (1, agent_pb2.TOOL_SELECTION_LLM)
+    )
+
+
+def test_a_tool_is_pinned_by_one_own_mention_of_each_argument_it_copies() -> None:
+    convert = json.dumps(unit_convert.TOOL.parameters)
+    assert pinned(convert, "how many ounces is 1.2 kg of cheese")
+    assert not pinned(convert, "Why is a foot called a foot?")  # a quantity, no target unit of its own
+    assert not pinned(convert, "what's the difference between a metric ton and a short ton?")  # two of each
+    assert not pinned(json.dumps(kb_search.make_tool().parameters), "How do sessions work?")  # the message, whole
 
 
 def test_a_quantity_in_a_known_unit_is_preferred_and_an_unknown_unit_still_copied() -> None:
