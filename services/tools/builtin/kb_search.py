@@ -109,7 +109,8 @@ class Bm25Index:
 
     def _spellings(self, term: str) -> list[str]:
         """``term`` as the index spells it: itself when indexed, else the indexed terms it begins or that begin
-        it, four letters at least ("authenticate" finds the docs' "auth"); none when nothing is that near."""
+        it, ``MIN_PREFIX`` letters at least ("authenticate" finds the docs' "auth"); itself when nothing is that
+        near (it then ranks nothing, as before)."""
         if term in self.idf or len(term) < MIN_PREFIX:
             return [term]
         near = [w for w in self.idf if len(w) >= MIN_PREFIX and (w.startswith(term) or term.startswith(w))]
