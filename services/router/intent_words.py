@@ -45,15 +45,19 @@ MIN_SHARE = 0.06
 MIN_RATIO = 3.0
 
 
+#: An adverb's ending, off a stem of 4 letters at least ("currently", "hourly"; not "early", "daily", "only").
+_ADVERB = re.compile(r"(?<=[a-z]{4})ly$")
+
+
 def words(text: str) -> frozenset[str]:
-    """Content words of ``text``: lower case, numbers (in digits or words) as ``<num>``, a plural "s" off,
-    function words out."""
+    """Content words of ``text``: lower case, numbers (in digits or words) as ``<num>``, a plural "s" and an
+    adverb's "ly" off ("currently" is the clock's "current"), function words out."""
     out = set()
     for token in _TOKEN.findall(words_to_digits(text.lower())):
         if token[0].isdigit():
             out.add("<num>")
         elif token not in STOP_WORDS:
-            out.add(token[:-1] if len(token) > 3 and token.endswith("s") else token)
+            out.add(_ADVERB.sub("", token[:-1] if len(token) > 3 and token.endswith("s") else token))
     return frozenset(out)
 
 

@@ -270,6 +270,8 @@ def test_intent_words_mark_a_tool_against_everything_else() -> None:
     assert "time" in marks  # 3 of 4 examples, none of the rest ("date": 1 of 4 is too little evidence here)
     assert not marks & {"in", "the", "what", "tokyo", "paris"}  # function words, and words only one example has
     assert words("What's 23*47 in Paris?") == {"<num>", "*", "pari"}  # a plural "s" off, even where it is not one
+    # An adverb is its adjective: "Is it currently night in Kathmandu?" has the clock's "current".
+    assert words("currently, hourly, early, daily") == {"current", "hour", "early", "daily"}
 
 
 async def test_a_message_near_a_tool_in_topic_but_not_in_intent_is_left_to_the_model() -> None:
