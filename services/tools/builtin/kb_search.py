@@ -26,6 +26,8 @@ and 41 of 45 questions written afterwards about both files.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections import Counter
@@ -113,6 +115,7 @@ class Bm25Index:
         self.avg = sum(self.lengths) / len(self.lengths) if self.lengths else 0.0
         #: The docs' words (``MIN_PREFIX`` letters at least) and their terms, for ``_spellings``.
         self.vocabulary = {w: stem(w) for s in sections for w in words(f"{s.title} {s.text}") if len(w) >= MIN_PREFIX}
+        self._sorted_words = sorted(self.vocabulary)  # the words a query word begins: one bisected range
         self.titles = [Counter(terms(s.title)) for s in sections]
         self.title_lengths = [sum(t.values()) for t in self.titles]
         self.title_avg = sum(self.title_lengths) / len(self.title_lengths) if self.title_lengths else 0.0
@@ -149,7 +152,11 @@ class Bm25Index:
         term = stem(word)
         if term in self.idf or len(word) < MIN_PREFIX:
             return [term]
-        near = sorted({t for w, t in self.vocabulary.items() if w.startswith(word) or word.startswith(w)})
+        # The docs' words it begins sit together in sorted order; the ones that begin it are its own prefixes.
+        after = itertools.islice(self._sorted_words, bisect.bisect_left(self._sorted_words, word), None)
+        begun = list(itertools.takewhile(lambda w: w.startswith(word), after))
+        begins = [word[:n] for n in range(MIN_PREFIX, len(word)) if word[:n] in self.vocabulary]
+        near = sorted({self.vocabulary[w] for w in [*begun, *begins]})
         return near or [term]
 
     def _rank(
