@@ -104,25 +104,36 @@ def load_sections(folder: Path) -> list[Section]:
     return sections
 
 
+@dataclass(frozen=True)
+class _Field:
+    """One indexed text of every section (its whole text, or its title): term counts, lengths, mean length."""
+
+    docs: list[Counter[str]]
+    lengths: list[int]
+    avg: float
+
+    @classmethod
+    def of(cls, texts: list[str]) -> _Field:
+        docs = [Counter(terms(t)) for t in texts]
+        lengths = [sum(d.values()) for d in docs]
+        return cls(docs, lengths, sum(lengths) / len(lengths) if lengths else 0.0)
+
+
 class Bm25Index:
     def __init__(self, sections: list[Section], k1: float = 1.5, b: float = 0.75) -> None:
         self.sections = sections
         self.k1, self.b = k1, b
         # A section is indexed with its title three times (a title names what the section answers) and its file's
         # name (what every section of the file is about: "agentmesh" — so common that it ranks nothing).
-        self.docs = [Counter(terms(f"{s.title} " * 3 + f"{Path(s.source).stem} {s.text}")) for s in sections]
-        self.lengths = [sum(d.values()) for d in self.docs]
-        self.avg = sum(self.lengths) / len(self.lengths) if self.lengths else 0.0
+        self.body = _Field.of([f"{s.title} " * 3 + f"{Path(s.source).stem} {s.text}" for s in sections])
+        self.titles = _Field.of([s.title for s in sections])
         #: The docs' words (``MIN_PREFIX`` letters at least) and their terms, for ``_spellings``.
         self.vocabulary = {w: stem(w) for s in sections for w in words(f"{s.title} {s.text}") if len(w) >= MIN_PREFIX}
         self._sorted_words = sorted(self.vocabulary)  # the words a query word begins: one bisected range
-        self.titles = [Counter(terms(s.title)) for s in sections]
-        self.title_lengths = [sum(t.values()) for t in self.titles]
-        self.title_avg = sum(self.title_lengths) / len(self.title_lengths) if self.title_lengths else 0.0
         df: Counter[str] = Counter()
-        for d in self.docs:
+        for d in self.body.docs:
             df.update(d.keys())
-        n = len(self.docs)
+        n = len(self.body.docs)
         self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
         self.common = frozenset(w for w, f in df.items() if f > n / 2)
 
@@ -137,9 +148,9 @@ class Bm25Index:
         found = [e for w in words(query) for e in self._spellings(w)]
         telling = [t for t in found if t not in self.common]
         return (
-            (telling and self._rank(telling, top_k))
-            or self._rank(found, top_k, self.titles, self.title_lengths, self.title_avg)
-            or self._rank(found, top_k)
+            (telling and self._rank(telling, top_k, self.body))
+            or self._rank(found, top_k, self.titles)
+            or self._rank(found, top_k, self.body)
         )
 
     def _spellings(self, word: str) -> list[str]:
@@ -159,23 +170,15 @@ class Bm25Index:
         near = sorted({self.vocabulary[w] for w in [*begun, *begins]})
         return near or [term]
 
-    def _rank(
-        self,
-        wanted: list[str],
-        top_k: int,
-        docs: list[Counter[str]] | None = None,
-        lengths: list[int] | None = None,
-        avg: float | None = None,
-    ) -> list[tuple[float, Section]]:
-        """BM25 of the sections for ``wanted``, over their indexed text or, given, another field of them."""
-        docs, lengths, avg = docs or self.docs, lengths or self.lengths, avg or self.avg
+    def _rank(self, wanted: list[str], top_k: int, field: _Field) -> list[tuple[float, Section]]:
+        """BM25 of the sections for ``wanted`` over one ``field`` of them (the idf is always the body's)."""
         scored = []
-        for doc, length, section in zip(docs, lengths, self.sections, strict=True):
+        for doc, length, section in zip(field.docs, field.lengths, self.sections, strict=True):
             score = 0.0
             for t in wanted:
                 tf = doc.get(t, 0)
                 if tf:
-                    norm = tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * length / avg))
+                    norm = tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * length / field.avg))
                     score += self.idf[t] * norm
             if score > 0:
                 scored.append((score, section))
