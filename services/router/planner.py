@@ -395,15 +395,11 @@ def pinned(schema_json: str, message: str) -> bool:
     and names the one place its argument needs; a near miss in the tool's topic names none ("Why is a foot
     called a foot?" has no target unit) or several ("the difference between GMT and UTC").
     """
-    properties = json.loads(schema_json).get("properties", {})
-    spanned = [
-        name
-        for name, prop in properties.items()
-        if isinstance(prop, dict) and prop.get(COPY_KEYWORD) not in (None, COPY_MESSAGE)
-    ]
+    _, found, marked = _copy_options(schema_json, (message,))
+    spanned = marked[COPY_KEYWORD]
     if not spanned:
         return False
-    own = _own_mentions(_copy_options(schema_json, (message,))[1])
+    own = _own_mentions(found)
     return all(len(own.get(name, [])) == 1 for name in spanned)
 
 
@@ -412,10 +408,11 @@ def _copy_options(
 ) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, list[str]]]:
     """The schema with the copy keywords taken out (a copy property with no option held to its compose
     pattern), each copy property's options among the sources' spans, and per flag keyword
-    (``COPY_REQUIRED_KEYWORD``, ``COPY_EVIDENT_KEYWORD``) the names of the properties it marks."""
+    (``COPY_REQUIRED_KEYWORD``, ``COPY_EVIDENT_KEYWORD``) the names of the properties it marks; under
+    ``COPY_KEYWORD``, the properties copied from a span (every copy shape but ``COPY_MESSAGE``)."""
     schema = json.loads(schema_json)
     found: dict[str, list[str]] = {}
-    marked: dict[str, list[str]] = {COPY_REQUIRED_KEYWORD: [], COPY_EVIDENT_KEYWORD: []}
+    marked: dict[str, list[str]] = {COPY_REQUIRED_KEYWORD: [], COPY_EVIDENT_KEYWORD: [], COPY_KEYWORD: []}
     for name, prop in schema.get("properties", {}).items():
         if not isinstance(prop, dict):
             continue
@@ -424,9 +421,11 @@ def _copy_options(
         searched = sources if prop.pop(COPY_CONTEXT_KEYWORD, True) else sources[:1]
         compose = prop.pop(COMPOSE_PATTERN_KEYWORD, None)
         prefer = prop.pop(COPY_PREFER_KEYWORD, None)
-        for flag, names in marked.items():
+        for flag in (COPY_REQUIRED_KEYWORD, COPY_EVIDENT_KEYWORD):
             if prop.pop(flag, False):
-                names.append(name)
+                marked[flag].append(name)
+        if shape not in (None, COPY_MESSAGE):
+            marked[COPY_KEYWORD].append(name)
         if shape and prop.get("type") == "string":
             if shape == COPY_MESSAGE:
                 whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
