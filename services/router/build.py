@@ -113,6 +113,7 @@ def build_router(
             reject=config.selector_reject,
             margin=config.selector_margin,
             overrule=config.selector_overrule,
+            pin_lead=config.selector_pin_lead,
         )
         selector = ToolSelector(embedder, settings)
     planner = Planner(generator, selector, metrics=router_metrics, tracer=tracer)

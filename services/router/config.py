@@ -70,6 +70,12 @@ class RouterConfig(RedisConfig):
     selector_overrule: float = opt(
         0.2, "embedding selector: lead of the nearest no-tool example that no intent word overrules", check=non_negative
     )
+    selector_pin_lead: float = opt(
+        0.06,
+        "embedding selector: lead over the no-tool side that decides an ambiguous ask sharing a tool's intent word "
+        "and naming the one value each of its copied arguments needs",
+        check=non_negative,
+    )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
     share_prefix_cache: bool = opt(
         False, "share replicas' prefix caches across tenants (default: salted per tenant; see SECURITY.md)"
@@ -82,3 +88,5 @@ class RouterConfig(RedisConfig):
             raise ConfigError("--selector-reject and --selector-choose: need reject <= choose <= 1")
         if self.selector_overrule < self.selector_margin:
             raise ConfigError("--selector-overrule: must be at least --selector-margin")
+        if self.selector_pin_lead > self.selector_overrule:
+            raise ConfigError("--selector-pin-lead: must be at most --selector-overrule")

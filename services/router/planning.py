@@ -373,18 +373,24 @@ class Planner:
                 self._count("embedding", "evident")
                 return replace(selection, decision=Decision.TOOLS, tools=(shown[0],), segments={}, candidates=())
             best = candidates[0]
-            if (
-                self._selector is not None
-                and best in schemas
-                and selection.scores.get(best, 0.0) - selection.none_score >= self._selector.settings.overrule
-                and pinned(schemas[best], turn.message)
-            ):
-                # Near the tool's asks by the lead no intent word overrules, and naming exactly the one value
-                # each of its copied arguments needs: its ask, without an intent word (``planner.pinned``).
+            if best in schemas and pinned(schemas[best], turn.message) and self._leads(selection, best, turn.message):
+                # Naming exactly the one value each of the tool's copied arguments needs (``planner.pinned``), and
+                # near its asks by the lead ``_leads`` asks for: its ask, decided without a generation.
                 self._count("embedding", "pinned")
                 return replace(selection, decision=Decision.TOOLS, tools=(best,), segments={}, candidates=())
         segments = {n: segments[n] for n in tools if n in segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
+
+    def _leads(self, selection: Selection, tool: str, message: str) -> bool:
+        """Whether ``tool`` leads the message's "not this tool" score by the lead no intent word overrules, or,
+        when the message shares one of its intent words, by ``pin_lead`` ("Would she be having dinner around
+        now?" of a sister in Seoul scores below ``choose``: the lexical judge agrees, so a smaller lead does)."""
+        selector = self._selector
+        if selector is None:
+            return False
+        settings = selector.settings
+        needed = settings.pin_lead if selector.shares_intent(tool, message) else settings.overrule
+        return selection.scores.get(tool, 0.0) - selection.none_score >= needed
 
     async def _choose(  # noqa: PLR0917 - private, few callers
         self,

@@ -75,13 +75,17 @@ class SelectorSettings:
     #: A lead of "not this tool" that no intent word overrules: "What color is the sky on a clear day?" shares
     #: the clock's "day" but is 0.27 nearer a no-tool example than any clock ask.
     overrule: float = 0.2
+    #: The lead over "not this tool" that decides a band ask for a tool when the ask shares the tool's intent
+    #: word and names the one value each copied argument needs (``planner.pinned``); without an intent word the
+    #: ask needs ``overrule``.
+    pin_lead: float = 0.06
     max_tools: int = 3
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reject <= self.choose <= 1.0:
             raise ValueError("selector thresholds must satisfy 0 <= reject <= choose <= 1")
-        if not 0 <= self.margin <= self.overrule:
-            raise ValueError("selector margins must satisfy 0 <= margin <= overrule")
+        if not (0 <= self.margin <= self.overrule and 0 <= self.pin_lead <= self.overrule):
+            raise ValueError("selector margins must satisfy 0 <= margin <= overrule and 0 <= pin_lead <= overrule")
 
 
 class Decision(Enum):
@@ -310,6 +314,14 @@ class ToolSelector:
         if not candidates:
             return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
         return Selection(Decision.AMBIGUOUS, candidates=candidates, scores=scores, none_score=whole.none_score)
+
+    def shares_intent(self, tool: str, text: str) -> bool:
+        """Whether ``text`` shares one of ``tool``'s intent words (the lexical judge of ``_decide``); False for a
+        tool not in the loaded list or with no intent words."""
+        cards = self._cards
+        if cards is None or tool not in cards.tools or not cards.intents:
+            return False
+        return bool(words(text) & cards.intents[cards.tools.index(tool)])
 
     async def nearest(self, text: str, examples: Sequence[tuple[str, T]], k: int) -> list[tuple[str, T]]:
         """The ``k`` examples nearest ``text`` in the shape of the ask, least to most similar (for few-shot

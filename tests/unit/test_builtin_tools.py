@@ -606,6 +606,9 @@ def test_the_target_unit_copy_pattern_knows_units_and_not_words() -> None:
         ("twenty - five", True),
         ("thirty-two times forty-one", True),
         ("5 by 8", False),
+        ("a fifth of 1000", True),  # a fraction by its ordinal
+        ("two thirds of ninety", True),
+        ("the fifth of November", False),  # an ordinal of no number
     ],
 )
 def test_the_calculator_copies_only_spans_that_are_arithmetic(span: str, copied: bool) -> None:
@@ -622,6 +625,11 @@ def test_the_calculator_copies_only_spans_that_are_arithmetic(span: str, copied:
         ("twelve times eleven", 132),
         ("three hundred and five plus twenty-five", 330),
         ("one third of ninety", 30),
+        ("a fifth of 1000", 200),
+        ("two thirds of 90", 60),
+        ("3 quarters of 200", 150),
+        ("an eighth of 64", 8),
+        ("a tenth of 450", 45),
         ("seconds are in 4 hours", 14400),
         ("minutes in a week", 10080),
         ("hours are there in a 365-day year", 8760),

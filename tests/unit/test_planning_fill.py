@@ -12,6 +12,7 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
+from services.router.intent_words import words
 from services.router.planner import applies, copy_constrained, pinned, spans, unmentioned
 from services.router.planning import PlanInput, Planner, TurnCounters
 from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector
@@ -173,10 +174,20 @@ class Band:
 
     settings = SelectorSettings()
 
-    def __init__(self, *candidates: str, scores: dict[str, float] | None = None, none_score: float = 0.0) -> None:
+    def __init__(
+        self,
+        *candidates: str,
+        scores: dict[str, float] | None = None,
+        none_score: float = 0.0,
+        intents: dict[str, frozenset[str]] | None = None,
+    ) -> None:
         self.candidates = candidates
         self.scores = scores or {}
         self.none_score = none_score
+        self.intents = intents or {}
+
+    def shares_intent(self, tool: str, text: str) -> bool:
+        return bool(words(text) & self.intents.get(tool, frozenset()))
 
     async def select(self, message: str, *, previous_message: str = "") -> Selection:
         return Selection(
@@ -253,6 +264,30 @@ async def test_a_band_ask_well_ahead_that_names_its_one_argument_is_the_tools_wi
     assert (counters.generations, plan.method) == (
         (0, agent_pb2.TOOL_SELECTION_EMBEDDING) if decided_here else (1, agent_pb2.TOOL_SELECTION_LLM)
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "lead", "planned"),
+    [
+        (
+            "My sister just moved to Seoul. Would she be having dinner around now?",
+            0.07,
+            [("clock", {"timezone": "Seoul"})],
+        ),
+        ("My sister just moved to Seoul. Would she be having dinner around now?", 0.05, []),  # under pin_lead
+        ("Is it past midnight in Hong Kong?", 0.07, []),  # no intent word: it needs the overrule lead
+        ("Is it later now in Paris or in Rome?", 0.15, []),  # an intent word, but two places
+    ],
+)
+async def test_a_band_ask_sharing_an_intent_word_needs_only_the_pin_lead(
+    message: str, lead: float, planned: list[tuple[str, dict[str, Any]]]
+) -> None:
+    gen = Scripted('{"tool":"none"}')  # what the band's generation says when asked
+    counters = TurnCounters()
+    band = Band("clock", scores={"clock": 0.4 + lead}, none_score=0.4, intents={"clock": frozenset({"now"})})
+    plan = await Planner(cast(Generator, gen), cast(ToolSelector, band)).plan(SPECS, turn(message), counters)
+    assert [(c.name, c.arguments) for c in plan.calls] == planned
+    assert counters.generations == (0 if planned else 1)
 
 
 def test_a_tool_is_pinned_by_one_own_mention_of_each_argument_it_copies() -> None:

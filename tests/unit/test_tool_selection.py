@@ -88,6 +88,16 @@ async def test_an_intent_word_does_not_overrule_a_much_nearer_no_tool_request() 
         SelectorSettings(margin=0.1, overrule=0.05)
 
 
+async def test_shares_intent_reads_the_loaded_tools_intent_words() -> None:
+    s = await selector()
+    assert s.shares_intent("weather", "what is the weather in Rome?")  # both weather examples use "weather"
+    assert not s.shares_intent("weather", "stock quote for ACME")
+    assert not s.shares_intent("translate", "any rain in Rome?")  # not a loaded tool
+    assert not ToolSelector(BagOfWords(), LENIENT).shares_intent("weather", "rain")  # nothing loaded yet
+    with pytest.raises(ValueError, match="pin_lead"):
+        SelectorSettings(pin_lead=0.3, overrule=0.2)
+
+
 async def test_a_clear_ask_selects_its_tool_without_asking_the_model() -> None:
     s = await selector()
     selection = await s.select("weather forecast for Oslo, rain or sunny?")

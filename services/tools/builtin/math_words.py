@@ -101,6 +101,33 @@ def _average(match: re.Match[str]) -> str:
     return f"avg({', '.join(i for i in items if i)})"
 
 
+#: A fraction's denominator by its ordinal ("a fifth of 1000", "two thirds of 90"); "half" has its own rewrite.
+_DENOMINATORS = {
+    "third": 3,
+    "quarter": 4,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+    "twelfth": 12,
+    "twentieth": 20,
+    "hundredth": 100,
+    "thousandth": 1000,
+}
+_ORDINAL = "(?:" + "|".join(_DENOMINATORS) + ")"
+
+
+def _fraction(match: re.Match[str]) -> str:
+    return f"{match.group(2)}/{_DENOMINATORS[match.group('part').lower()]}"
+
+
+def _fractions(match: re.Match[str]) -> str:
+    return f"{match.group(1)}*{match.group(3)}/{_DENOMINATORS[match.group('part').lower()]}"
+
+
 _PERCENT_WORD = r"(?:percent(?:age)?|%)"
 _LIST = rf"{_OPERAND}(?:\s*,\s*{_OPERAND})*\s*,?\s+and\s+{_OPERAND}"
 
@@ -122,8 +149,8 @@ _REWRITES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
         (rf"({_OPERAND})\s+cubed\b", r"\1**3"),
         (rf"\bhalf of\s+({_OPERAND})", r"\1/2"),
         (rf"(?<![\w.])(\d+/\d+)\s+of\s+({_OPERAND})", r"(\1)*\2"),
-        (rf"\b(?:a |1 )?third of\s+({_OPERAND})", r"\1/3"),
-        (rf"\b(?:a |1 )?quarter of\s+({_OPERAND})", r"\1/4"),
+        (rf"\b(?:(?:a|an|one|1)\s+)?(?P<part>{_ORDINAL})\s+of\s+({_OPERAND})", _fraction),
+        (rf"\b({_NUM})\s+(?P<part>{_ORDINAL})s\s+of\s+({_OPERAND})", _fractions),
         (rf"\b(?:double|twice)\s+({_OPERAND})", r"2*\1"),
         (rf"\btriple\s+({_OPERAND})", r"3*\1"),
         (rf"({_NUM})\s*(?:percent|per cent|pct)\b", r"\1%"),
@@ -179,7 +206,10 @@ def arithmetic_pattern() -> str:
     each") is still composed by the model.
     """
     number = rf"(?:-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)|{WORDED_NUMBER})%?"
-    prefix = r"(?:(?:square|cube) root of|half of|double|twice|triple|(?:a |one )?(?:third|quarter) of) "
+    prefix = (
+        rf"(?:(?:square|cube) root of|half of|double|twice|triple|(?:(?:a|an|one) )?{_ORDINAL} of"
+        rf"|{number} {_ORDINAL}s of) "
+    )
     term = rf"\(*(?:{prefix})?{number}(?: (?:squared|cubed))?\)*"  # "(12 + 8) * 5": spans keep balanced parentheses
     operator = "|".join(_SPAN_OPERATORS)
     chain = rf"(?:{term}\s*(?:{operator})\s*)+{term}|{prefix}{number}(?: (?:squared|cubed))?|{number} (?:squared|cubed)"
