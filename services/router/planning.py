@@ -74,7 +74,7 @@ CHOOSE_MAX_TOKENS = 48
 #: A phrase that stands for the previous turn's result ("add 6 to that result", "double it"): the fill reads
 #: the number in its place, since a small model asked to carry it over copies it and forgets the operation.
 _THAT_RESULT = re.compile(
-    r"\b(?:that|the|this|previous|last)\s+(?:result|answer|number|total|value|amount)\b"
+    r"\b(?:that|the|this|previous|last)\s+(?:result|answer|number|total|value|amount|sum|figure|price|cost)\b"
     r"|(?<!\bis )(?<!\bwas )\b(?:that|it)\b"  # not "what time is it"
     r"(?=\s*(?:[.?!,;]|$|\b(?:by|to|from|and|times|plus|minus|divided|squared|cubed)\b))",
     re.IGNORECASE,

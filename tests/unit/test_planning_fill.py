@@ -83,6 +83,23 @@ async def test_that_result_is_read_as_the_previous_number_and_then_the_message_s
     assert "What is 50*4?" not in prompt and "Earlier" not in " ".join(prompt)
 
 
+async def test_a_fraction_of_that_result_is_copied_without_a_generation() -> None:
+    last = record("What is 250*4?", "250*4 = 1000.", "calculator", {"expression": "250*4"}, {"result": 1000})
+    counters = TurnCounters()
+    message = turn("ok now take a fifth of that", last)
+    calls = await planner(Scripted()).fill(SPECS, ["calculator"], {}, message, counters)
+    assert calls[0].arguments == {"expression": "a fifth of 1000"} and counters.generations == 0
+    assert calculator.evaluate("a fifth of 1000") == 200
+
+
+def test_that_price_is_the_previous_number_too() -> None:
+    from services.router.planning import _THAT_RESULT
+
+    assert _THAT_RESULT.sub("0.75", "What would 100 of them cost at that price?") == (
+        "What would 100 of them cost at 0.75?"
+    )
+
+
 def test_what_time_is_it_is_not_a_reference_to_a_number() -> None:
     from services.router.planning import _THAT_RESULT
 

@@ -207,7 +207,9 @@ def arithmetic_pattern() -> str:
     """
     number = rf"(?:-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)|{WORDED_NUMBER})%?"
     prefix = (
-        rf"(?:(?:square|cube) root of|half of|double|twice|triple|(?:(?:a|an|one) )?{_ORDINAL} of"
+        # A fraction with its article or count ("a fifth of", "two thirds of"): bare, "fifth of 1000" would be a
+        # second option beside "a fifth of 1000", the same mention cut short, left to a generation to pick.
+        rf"(?:(?:square|cube) root of|half of|double|twice|triple|(?:a|an|one) {_ORDINAL} of"
         rf"|{number} {_ORDINAL}s of) "
     )
     term = rf"\(*(?:{prefix})?{number}(?: (?:squared|cubed))?\)*"  # "(12 + 8) * 5": spans keep balanced parentheses
