@@ -121,11 +121,10 @@ _ORDINAL = "(?:" + "|".join(_DENOMINATORS) + ")"
 
 
 def _fraction(match: re.Match[str]) -> str:
-    return f"{match.group(2)}/{_DENOMINATORS[match.group('part').lower()]}"
-
-
-def _fractions(match: re.Match[str]) -> str:
-    return f"{match.group(1)}*{match.group(3)}/{_DENOMINATORS[match.group('part').lower()]}"
+    """ "a fifth of 1000" as "1000/5", "two thirds of 90" (its count already in digits) as "2*90/3"."""
+    count = match.groupdict().get("count")
+    whole = f"{match.group('whole')}/{_DENOMINATORS[match.group('part').lower()]}"
+    return f"{count}*{whole}" if count else whole
 
 
 _PERCENT_WORD = r"(?:percent(?:age)?|%)"
@@ -149,8 +148,8 @@ _REWRITES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
         (rf"({_OPERAND})\s+cubed\b", r"\1**3"),
         (rf"\bhalf of\s+({_OPERAND})", r"\1/2"),
         (rf"(?<![\w.])(\d+/\d+)\s+of\s+({_OPERAND})", r"(\1)*\2"),
-        (rf"\b(?:(?:a|an|one|1)\s+)?(?P<part>{_ORDINAL})\s+of\s+({_OPERAND})", _fraction),
-        (rf"\b({_NUM})\s+(?P<part>{_ORDINAL})s\s+of\s+({_OPERAND})", _fractions),
+        (rf"\b(?:(?:a|an|one|1)\s+)?(?P<part>{_ORDINAL})\s+of\s+(?P<whole>{_OPERAND})", _fraction),
+        (rf"\b(?P<count>{_NUM})\s+(?P<part>{_ORDINAL})s\s+of\s+(?P<whole>{_OPERAND})", _fraction),
         (rf"\b(?:double|twice)\s+({_OPERAND})", r"2*\1"),
         (rf"\btriple\s+({_OPERAND})", r"3*\1"),
         (rf"({_NUM})\s*(?:percent|per cent|pct)\b", r"\1%"),
