@@ -181,7 +181,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
         context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, bytes],  # bytes: the serializer is raw
     ) -> None:
         tenant = TENANT.get()
-        with self._open_streams.open(context) as send:
+        async with self._open_streams.open(context, request_iterator) as send:
             relay = ConverseRelay(
                 self._routers,
                 tenant,

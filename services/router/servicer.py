@@ -112,7 +112,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.ConverseRequest],
         context: grpc.aio.ServicerContext[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse],
     ) -> None:
-        with self._open_streams.open(context) as send:
+        async with self._open_streams.open(context, request_iterator) as send:
             await ConverseStream(self._loop, self.validate_start, tenant_of(context), send).run(request_iterator)
 
     async def Complete(

@@ -20,14 +20,18 @@ notice on shutdown. Once the notice has gone out, a stream opened after it is
 refused with UNAVAILABLE (retry elsewhere) instead of being served: the gRPC
 server refuses new streams itself only when it stops, after the drain hooks,
 and a stream accepted in between was served under the drain instead (one
-ended CANCELLED in a gateway drain test, not UNAVAILABLE).
+ended CANCELLED in a gateway drain test, not UNAVAILABLE). The refusal waits
+(at most ``REFUSE_READ_S``) for the client's first request before it sends the
+status: a status that overtakes the client's first write makes grpc.aio's
+``write`` fail locally as INTERNAL "Internal error from Core" and hides the
+UNAVAILABLE (seen in CI's gateway drain test).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import grpc.aio
@@ -97,15 +101,21 @@ class OpenStreams(Generic[Message]):
 
     #: What a client opening a stream after the drain notice is told to wait before it retries (elsewhere).
     RETRY_AFTER_S = 1.0
+    #: How long a refused stream waits for the client's first request before the status goes out anyway.
+    REFUSE_READ_S = 1.0
 
     def __init__(self) -> None:
         self._sends: set[Callable[[Message], Awaitable[None]]] = set()
         self._announced = False
 
-    @contextlib.contextmanager
-    def open(self, context: grpc.aio.ServicerContext[Any, Message]) -> Iterator[Callable[[Message], Awaitable[None]]]:
-        """A stream's ``send``, reachable by ``announce`` while the block runs; ``Unavailable`` once draining."""
+    @contextlib.asynccontextmanager
+    async def open(
+        self, context: grpc.aio.ServicerContext[Any, Message], requests: AsyncIterable[Any]
+    ) -> AsyncIterator[Callable[[Message], Awaitable[None]]]:
+        """A stream's ``send``, reachable by ``announce`` while the block runs; ``Unavailable`` once draining
+        (after the client's first request from ``requests``, or ``REFUSE_READ_S``: see the module docstring)."""
         if self._announced:
+            await _first_of(requests, self.REFUSE_READ_S)
             raise Unavailable(
                 "the server is draining; open the stream on another replica",
                 retry_after_s=self.RETRY_AFTER_S,
@@ -127,3 +137,17 @@ class OpenStreams(Generic[Message]):
         """Send ``notice`` on every open stream (a stream that is ending just misses it); refuse new ones."""
         self._announced = True
         await asyncio.gather(*(send(notice) for send in list(self._sends)), return_exceptions=True)
+
+
+async def _first_of(requests: AsyncIterable[Any], within_s: float) -> None:
+    """Wait up to ``within_s`` for the stream's first request (or its end), without cancelling the RPC on timeout.
+
+    ``asyncio.wait_for`` on a grpc.aio read cancels the whole RPC when it times out, so the read runs
+    as a task that ``asyncio.wait`` leaves alone and is cancelled only once the wait is over.
+    """
+    first = asyncio.ensure_future(requests.__aiter__().__anext__())
+    first.add_done_callback(lambda read: read.cancelled() or read.exception())  # retrieved: nobody awaits it
+    try:
+        await asyncio.wait({first}, timeout=within_s)
+    finally:
+        first.cancel()

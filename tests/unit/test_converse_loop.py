@@ -123,11 +123,29 @@ class _Context:
 async def test_open_streams_get_the_drain_notice_and_streams_opened_after_it_are_refused() -> None:
     streams: OpenStreams[str] = OpenStreams()
     open_one = _Context()
-    with streams.open(open_one) as send:  # type: ignore[arg-type]
+    async with streams.open(open_one, Requests()) as send:  # type: ignore[arg-type]
         await send("event")
         await streams.announce("draining")
         assert open_one.written == ["event", "draining"]
-        with pytest.raises(Unavailable) as refused, streams.open(_Context()):  # type: ignore[arg-type]
-            pass
+        late = Requests()
+        refusing = asyncio.ensure_future(_open_and_leave(streams, late))
+        await asyncio.sleep(0.05)
+        assert not refusing.done(), "the refusal must wait for the client's first request"
+        late.send(START)
+        with pytest.raises(Unavailable) as refused:
+            await asyncio.wait_for(refusing, 1.0)
     assert refused.value.retry_after_s == OpenStreams.RETRY_AFTER_S
     assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_refused_stream_whose_client_sends_nothing_is_refused_after_the_bound() -> None:
+    streams: OpenStreams[str] = OpenStreams()
+    await streams.announce("draining")
+    streams.REFUSE_READ_S = 0.05
+    with pytest.raises(Unavailable):
+        await asyncio.wait_for(_open_and_leave(streams, Requests()), 1.0)
+
+
+async def _open_and_leave(streams: OpenStreams[str], requests: Requests) -> None:
+    async with streams.open(_Context(), requests):  # type: ignore[arg-type]
+        pass
