@@ -114,6 +114,7 @@ def build_router(
             margin=config.selector_margin,
             overrule=config.selector_overrule,
             pin_lead=config.selector_pin_lead,
+            band_confidence=config.selector_band_confidence,
         )
         selector = ToolSelector(embedder, settings)
     planner = Planner(generator, selector, metrics=router_metrics, tracer=tracer)

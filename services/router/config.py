@@ -76,6 +76,12 @@ class RouterConfig(RedisConfig):
         "and naming the one value each of its copied arguments needs",
         check=non_negative,
     )
+    selector_band_confidence: float = opt(
+        0.75,
+        "embedding selector: the card classifier's probability at which it decides an ambiguous message "
+        "(a candidate tool or no tool) without a generation; 0: the generation decides every ambiguous message",
+        check=non_negative,
+    )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
     share_prefix_cache: bool = opt(
         False, "share replicas' prefix caches across tenants (default: salted per tenant; see SECURITY.md)"
@@ -90,3 +96,5 @@ class RouterConfig(RedisConfig):
             raise ConfigError("--selector-overrule: must be at least --selector-margin")
         if self.selector_pin_lead > self.selector_overrule:
             raise ConfigError("--selector-pin-lead: must be at most --selector-overrule")
+        if not (self.selector_band_confidence == 0 or 0.5 <= self.selector_band_confidence <= 1.0):
+            raise ConfigError("--selector-band-confidence: must be 0 (off) or between 0.5 and 1")

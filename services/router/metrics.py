@@ -69,8 +69,8 @@ class RouterMetrics:
         self.prompt_tokens = Counter("router_prompt_tokens", "Prompt tokens sent.", namespace=ns, registry=reg)
         self.tool_selection = Counter(
             "router_tool_selections",
-            "Tool selections by method (embedding, llm, named) and outcome (tools, none, ambiguous; evident, pinned and"
-            " not_applicable when planning overrules the selector).",
+            "Tool selections by method (embedding, llm, named) and outcome (tools, none, ambiguous; evident, pinned,"
+            " classified and not_applicable when planning overrules the selector).",
             ["method", "outcome"],
             namespace=ns,
             registry=reg,

@@ -378,8 +378,23 @@ class Planner:
                 # near its asks by the lead ``_leads`` asks for: its ask, decided without a generation.
                 self._count("embedding", "pinned")
                 return replace(selection, decision=Decision.TOOLS, tools=(best,), segments={}, candidates=())
+            judged = self._judged(selection, candidates)
+            if judged is not None:
+                # The card classifier is sure (``card_classifier.py``): its verdict, with no generation deciding.
+                self._count("embedding", "classified")
+                if not judged:
+                    return replace(selection, decision=Decision.NONE, candidates=())
+                return replace(selection, decision=Decision.TOOLS, tools=(judged,), segments={}, candidates=())
         segments = {n: segments[n] for n in tools if n in segments}
         return replace(selection, tools=tools, segments=segments, undecided=undecided, candidates=candidates)
+
+    def _judged(self, selection: Selection, candidates: Sequence[str]) -> str | None:
+        """The card classifier's confident verdict on an ambiguous message: a candidate tool, or "" for no tool;
+        None when it is unsure or names a tool that is not a candidate (the generation decides then)."""
+        if self._selector is None:
+            return None
+        judged = selection.confidently_judged(self._selector.settings.band_confidence)
+        return judged if judged is not None and (not judged or judged in candidates) else None
 
     def _leads(self, selection: Selection, tool: str, message: str) -> bool:
         """Whether ``tool`` leads the message's "not this tool" score by the lead no intent word overrules, or,

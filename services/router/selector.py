@@ -35,6 +35,10 @@ margin, the LLM only for the ambiguous band):
   clause is decided on its own; the chosen tools are the union. Each chosen
   tool remembers the clause that asked for it, so its arguments are filled
   from that clause alone.
+- The band's second opinion. A softmax regression fitted on the same cards
+  (``card_classifier.py``) classifies the whole message; ``Selection.judged``
+  carries its class and probability, and planning lets a confident verdict
+  decide an ambiguous message without a generation (``band_confidence``).
 - Follow-ups. A message the selector cannot decide on its own ("And in
   Paris?" scores low everywhere) is scored again together with the previous
   user message; one that is itself near a no-tool example ("Thanks!") is not.
@@ -55,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentmesh.common.v1 import common_pb2
+from services.router.card_classifier import CardClassifier
 from services.router.embedding import Embedder, Vectors
 from services.router.intent_words import intent_words, words
 from services.router.no_tool_examples import NO_TOOL_EXAMPLES
@@ -79,6 +84,9 @@ class SelectorSettings:
     #: word and names the one value each copied argument needs (``planner.pinned``); without an intent word the
     #: ask needs ``overrule``.
     pin_lead: float = 0.06
+    #: The card classifier's probability at which its verdict decides an ambiguous message (a candidate tool, or
+    #: no tool) instead of a generation; 0 leaves the whole band to the generation.
+    band_confidence: float = 0.75
     max_tools: int = 3
 
     def __post_init__(self) -> None:
@@ -86,6 +94,8 @@ class SelectorSettings:
             raise ValueError("selector thresholds must satisfy 0 <= reject <= choose <= 1")
         if not (0 <= self.margin <= self.overrule and 0 <= self.pin_lead <= self.overrule):
             raise ValueError("selector margins must satisfy 0 <= margin <= overrule and 0 <= pin_lead <= overrule")
+        if not (self.band_confidence == 0 or 0.5 <= self.band_confidence <= 1.0):
+            raise ValueError("selector band confidence must be 0 (off) or between 0.5 and 1")
 
 
 class Decision(Enum):
@@ -111,6 +121,13 @@ class Selection:
     #: Best score per tool over the texts scored, and the best tool's "not this tool" score (traces, calibration).
     scores: dict[str, float] = field(default_factory=dict)
     none_score: float = 0.0
+    #: The card classifier's verdict on the whole message: a tool's name, or "" for no tool, and its probability.
+    judged: tuple[str, float] = ("", 0.0)
+
+    def confidently_judged(self, confidence: float) -> str | None:
+        """The classifier's verdict ("" for no tool) when its probability reaches ``confidence`` (> 0), else None."""
+        name, probability = self.judged
+        return name if confidence > 0 and probability >= confidence else None
 
 
 #: Clause ends: ; ? ! anywhere, a comma or colon before a space (not "1,250" or "https://"), joining words.
@@ -184,6 +201,8 @@ class _Cards:
     #: ``rivals[i, j]``: negative row j shares one of tool i's intent words, so it can stand against an ask
     #: of tool i that shares one too (computed once per tool list, not per message).
     rivals: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
+    #: The band's second opinion, fitted on the positives (by owner) and the negatives (class "no tool").
+    classifier: CardClassifier | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +275,11 @@ class ToolSelector:
             rivals=np.asarray([[bool(w & mine) for w in negative_words] for mine in intents], dtype=np.bool_).reshape(
                 len(intents), len(negatives)
             ),
+            classifier=CardClassifier.fit(
+                vectors,
+                np.asarray([*owner, *[len(specs)] * len(negatives)], dtype=np.int64),
+                len(specs) + 1,
+            ),
         )
         self._loaded_for = identity
         log.info("tool selector: %d tools, %d examples, %d no-tool examples", len(specs), len(texts), len(negatives))
@@ -313,7 +337,21 @@ class ToolSelector:
         candidates = self._candidates(scores)
         if not candidates:
             return Selection(Decision.NONE, scores=scores, none_score=whole.none_score)
-        return Selection(Decision.AMBIGUOUS, candidates=candidates, scores=scores, none_score=whole.none_score)
+        return Selection(
+            Decision.AMBIGUOUS,
+            candidates=candidates,
+            scores=scores,
+            none_score=whole.none_score,
+            judged=self._judged(cards, vectors[0]),
+        )
+
+    @staticmethod
+    def _judged(cards: _Cards, vector: Vectors) -> tuple[str, float]:
+        """The card classifier's class for ``vector`` (a tool's name, "" for no tool) and its probability."""
+        if cards.classifier is None:
+            return "", 0.0
+        index, probability = cards.classifier.predict(vector)
+        return ("" if index == cards.classifier.none_class else cards.tools[index]), probability
 
     def shares_intent(self, tool: str, text: str) -> bool:
         """Whether ``text`` shares one of ``tool``'s intent words (the lexical judge of ``_decide``); False for a

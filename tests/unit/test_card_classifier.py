@@ -1,0 +1,114 @@
+"""The card classifier (the band's second opinion) and how planning lets a confident verdict decide the band."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import cast
+
+import numpy as np
+import pytest
+
+from agentmesh.agent.v1 import agent_pb2
+from agentmesh.common.v1 import common_pb2
+from services.router.card_classifier import CardClassifier
+from services.router.embedding import Vectors
+from services.router.generation import Generator
+from services.router.planning import PlanInput, Planner, TurnCounters
+from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector
+from services.tools.builtin import clock
+from services.tools.convert import spec_to_proto
+from tests.unit.test_tool_selection import NO_TOOL, SPECS, BagOfWords
+
+
+def _unit(rows: list[list[float]]) -> Vectors:
+    x = np.asarray(rows, dtype=np.float32)
+    unit: Vectors = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit
+
+
+def test_the_classifier_is_sure_deep_in_a_class_and_unsure_between_classes() -> None:
+    # Class 0's cards lean on axis 0, class 1 ("no tool") on axis 1; axis 2 is noise both share.
+    cards = _unit([[1, 0, 0.9], [1, 0.2, -0.9], [0.9, 0, 0.1], [0, 1, 0.9], [0.2, 1, -0.9], [0, 0.9, 0.1]])
+    labels = np.asarray([0, 0, 0, 1, 1, 1])
+    fitted = CardClassifier.fit(cards, labels, 2)
+    assert fitted.none_class == 1
+    deep, between = _unit([[1, 0.05, 0.5]])[0], _unit([[0.5, 0.45, 0.5]])[0]
+    label, sure = fitted.predict(deep)
+    assert label == 0 and sure > 0.9
+    assert fitted.predict(_unit([[0.05, 1, -0.5]])[0])[0] == 1
+    assert 0.5 <= fitted.predict(between)[1] < sure
+    again = CardClassifier.fit(cards, labels, 2)
+    assert np.array_equal(again.weights, fitted.weights)  # deterministic: the same cards, the same weights
+
+
+async def test_the_selector_judges_an_ambiguous_message_with_the_classifier_fitted_on_its_cards() -> None:
+    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.9, reject=0.1, margin=0.05), NO_TOOL)
+    await s.load(SPECS)
+    selection = await s.select("is the weather nice")
+    assert selection.decision is Decision.AMBIGUOUS
+    assert selection.judged[0] == "weather" and 0.5 < selection.judged[1] <= 1.0
+    assert selection.confidently_judged(selection.judged[1]) == "weather"
+    assert selection.confidently_judged(0) is None  # 0: off
+    assert Selection(Decision.AMBIGUOUS, judged=("", 0.95)).confidently_judged(0.9) == ""  # sure of no tool
+
+
+def test_band_confidence_is_off_or_a_probability_above_one_half() -> None:
+    assert SelectorSettings(band_confidence=0).band_confidence == 0
+    for bad in (0.3, 1.5, -1.0):
+        with pytest.raises(ValueError, match="band confidence"):
+            SelectorSettings(band_confidence=bad)
+
+
+class _Judged:
+    """A selector whose band verdict is fixed: ambiguous between the clock and no tool, judged as given."""
+
+    def __init__(self, judged: tuple[str, float], confidence: float = 0.9) -> None:
+        self.settings = SelectorSettings(band_confidence=confidence)
+        self._judged = judged
+
+    async def select(self, message: str, *, previous_message: str = "") -> Selection:
+        return Selection(
+            Decision.AMBIGUOUS, candidates=("clock",), scores={"clock": 0.4}, none_score=0.39, judged=self._judged
+        )
+
+    def shares_intent(self, tool: str, text: str) -> bool:
+        return False
+
+    async def nearest(self, text: str, examples: list[object], k: int) -> list[object]:
+        return examples[-k:]
+
+
+class _NoModel:
+    async def stream(self, spec: object) -> AsyncIterator[object]:
+        raise AssertionError("no generation expected")
+        yield
+
+
+ASK = PlanInput("Would my sister in Seoul be having dinner around now?", "auto", "", common_pb2.PRIORITY_P1)
+
+
+async def test_a_confident_verdict_decides_the_band_with_no_generation() -> None:
+    specs = [spec_to_proto(clock.make_tool())]
+    tool = Planner(cast(Generator, _NoModel()), cast(ToolSelector, _Judged(("clock", 0.95))))
+    plan = await tool.plan(specs, ASK, TurnCounters())
+    # The clock's place is copied from the message (one place, one choice): filled with no generation either.
+    assert [(c.name, c.arguments) for c in plan.calls] == [("clock", {"timezone": "Seoul"})]
+    assert plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
+    none = Planner(cast(Generator, _NoModel()), cast(ToolSelector, _Judged(("", 0.97))))
+    plan = await none.plan(specs, ASK, TurnCounters())
+    assert plan.calls == [] and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        _Judged(("clock", 0.7)),  # unsure
+        _Judged(("clock", 0.95), confidence=0),  # the judge is off
+        _Judged(("kb_search", 0.99)),  # sure of a tool that is not a candidate
+    ],
+)
+async def test_an_unsure_or_off_verdict_leaves_the_band_to_the_generation(selector: _Judged) -> None:
+    specs = [spec_to_proto(clock.make_tool())]
+    planner = Planner(cast(Generator, _NoModel()), cast(ToolSelector, selector))
+    with pytest.raises(AssertionError, match="no generation expected"):
+        await planner.plan(specs, ASK, TurnCounters())
