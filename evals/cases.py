@@ -59,7 +59,9 @@ PROBES_DIR = _EVALS / "probes"
 #: Held-out sets each written by a helper that saw neither the router's code nor any other case file, each run
 #: once (``--cases evals/blind --split heldout``): never tuned on. ``blind2`` was written after ``blind``'s verdicts
 #: had been read, for the next change, and so on.
-BLIND_DIRS = tuple(_EVALS / name for name in ("blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7"))
+BLIND_DIRS = tuple(
+    _EVALS / name for name in ("blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8")
+)
 SPLITS = ("dev", "heldout")
 CATEGORIES = (
     "calculator",
