@@ -228,6 +228,9 @@ class Planner:
         span.set_attribute("agentmesh.selector.decision", selection.decision.value)
         span.set_attribute("agentmesh.selector.scores", json.dumps(selection.scores, sort_keys=True))
         span.set_attribute("agentmesh.selector.none_score", round(selection.none_score, 4))
+        if selection.judged[1]:
+            span.set_attribute("agentmesh.selector.judged", selection.judged[0] or "none")
+            span.set_attribute("agentmesh.selector.judged_probability", round(selection.judged[1], 4))
         self._count("embedding", selection.decision.value)
         if selection.decision is Decision.TOOLS:
             names, segments = list(selection.tools), dict(selection.segments)

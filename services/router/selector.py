@@ -48,6 +48,7 @@ Thresholds are calibrated on the development split of ``make eval`` (EVAL.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Sequence
@@ -265,6 +266,13 @@ class ToolSelector:
         self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))
         vectors = vectors[: len(texts) + len(negatives)]
         negative_words = [words(t) for t in negatives]
+        # Off the event loop: a fit takes ~0.3 s for the built-in tools' cards and grows with them.
+        classifier = await asyncio.to_thread(
+            CardClassifier.fit,
+            vectors,
+            np.asarray([*owner, *[len(specs)] * len(negatives)], dtype=np.int64),
+            len(specs) + 1,
+        )
         self._cards = _Cards(
             tools=[t.name for t in specs],
             positives=vectors[: len(texts)],
@@ -275,11 +283,7 @@ class ToolSelector:
             rivals=np.asarray([[bool(w & mine) for w in negative_words] for mine in intents], dtype=np.bool_).reshape(
                 len(intents), len(negatives)
             ),
-            classifier=CardClassifier.fit(
-                vectors,
-                np.asarray([*owner, *[len(specs)] * len(negatives)], dtype=np.int64),
-                len(specs) + 1,
-            ),
+            classifier=classifier,
         )
         self._loaded_for = identity
         log.info("tool selector: %d tools, %d examples, %d no-tool examples", len(specs), len(texts), len(negatives))
