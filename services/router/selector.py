@@ -266,7 +266,7 @@ class ToolSelector:
         self._shape_vectors = dict(zip(shapes, vectors[len(texts) + len(negatives) :], strict=True))
         vectors = vectors[: len(texts) + len(negatives)]
         negative_words = [words(t) for t in negatives]
-        # Off the event loop: a fit takes ~0.3 s for the built-in tools' cards and grows with them.
+        # Off the event loop: a fit takes ~0.4 s for the built-in tools' cards and grows with them.
         classifier = await asyncio.to_thread(
             CardClassifier.fit,
             vectors,
