@@ -2,11 +2,17 @@
 
 Apart from ``executor`` so that the proto conversion (``convert``) and the
 stream session speak these types without depending on the executor's guards.
+While a call runs, its tool may report ``CallProgress`` (an MCP server's
+progress notifications) with ``report_progress``: the executor points
+``PROGRESS`` at the caller's sink for the call's task, so a tool needs no
+extra argument and built-ins, which report none, are unchanged.
 """
 
 from __future__ import annotations
 
+import contextvars
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -19,6 +25,7 @@ class CallStatus(enum.Enum):
     NOT_FOUND = "not_found"
     UNAVAILABLE = "unavailable"
     RESOURCE_EXHAUSTED = "resource_exhausted"
+    PERMISSION_DENIED = "permission_denied"
 
 
 @dataclass(frozen=True)
@@ -43,3 +50,27 @@ class CallOutcome:
     cached: bool = False
     attempts: int = 0
     summary: str = ""
+    #: Machine-readable cause beside the status (``ToolResult.error_reason``), e.g. "PERMISSION_DENIED".
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CallProgress:
+    """One progress report of a running call: ``progress`` of ``total`` (None when unknown), and what it does."""
+
+    progress: float
+    total: float | None = None
+    message: str = ""
+
+
+ProgressSink = Callable[[CallProgress], None]
+
+#: Where the tool of the call running in this task reports progress (None: nobody listens).
+PROGRESS: contextvars.ContextVar[ProgressSink | None] = contextvars.ContextVar("agentmesh_tool_progress", default=None)
+
+
+def report_progress(progress: CallProgress) -> None:
+    """Hand ``progress`` to the caller of the running call, if it listens; never blocks."""
+    sink = PROGRESS.get()
+    if sink is not None:
+        sink(progress)

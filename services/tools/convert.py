@@ -2,12 +2,19 @@
 
 The tenant of a call comes from the ``agentmesh.tenant`` baggage in its
 ``trace_context``: the router's tenant interceptor sets it from the gateway's
-header, and only mesh peers (mTLS) can reach this service.
+header, and only mesh peers (mTLS) can reach this service. ListTools and
+WatchTools read it from their metadata: ``x-agentmesh-tenant`` when given, else
+the same baggage (the W3C ``baggage`` header the router's tracing sends).
+
+The common contract has no PERMISSION_DENIED tool status yet: such a call is
+FAILED on the wire with ``error_reason`` "PERMISSION_DENIED" until it has.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterable, Sequence
 
 from opentelemetry import baggage
 
@@ -15,8 +22,8 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.runtime.interceptors.tracing import extract_context
 from services.runtime.protoutil import duration
-from services.runtime.tenancy import TENANT_BAGGAGE
-from services.tools.calls import CallOutcome, CallRequest, CallStatus
+from services.runtime.tenancy import TENANT_BAGGAGE, TENANT_HEADER
+from services.tools.calls import CallOutcome, CallProgress, CallRequest, CallStatus
 from services.tools.registry import ToolDefinition
 
 STATUS = {
@@ -28,6 +35,9 @@ STATUS = {
     CallStatus.NOT_FOUND: common_pb2.TOOL_CALL_STATUS_NOT_FOUND,
     CallStatus.UNAVAILABLE: common_pb2.TOOL_CALL_STATUS_UNAVAILABLE,
     CallStatus.RESOURCE_EXHAUSTED: common_pb2.TOOL_CALL_STATUS_RESOURCE_EXHAUSTED,
+    CallStatus.PERMISSION_DENIED: getattr(
+        common_pb2, "TOOL_CALL_STATUS_PERMISSION_DENIED", common_pb2.TOOL_CALL_STATUS_FAILED
+    ),
 }
 
 
@@ -54,6 +64,51 @@ def outcome_to_proto(outcome: CallOutcome) -> tools_pb2.ToolResult:
         cached=outcome.cached,
         attempts=outcome.attempts,
         summary=outcome.summary,
+        error_reason=outcome.reason,
+    )
+
+
+def progress_to_proto(call_id: str, tool_name: str, progress: CallProgress) -> tools_pb2.ToolProgress:
+    frame = tools_pb2.ToolProgress(
+        call_id=call_id, tool_name=tool_name, progress=progress.progress, message=progress.message
+    )
+    if progress.total is not None:
+        frame.total = progress.total
+    return frame
+
+
+def tenant_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str:
+    """The tenant a ListTools/WatchTools caller names (see module docstring); "" for none."""
+    pairs = [(k.lower(), v) for k, v in metadata if isinstance(v, str)]
+    for key, value in pairs:
+        if key == TENANT_HEADER and value:
+            return value
+    return str(baggage.get_baggage(TENANT_BAGGAGE, extract_context(dict(pairs))) or "")
+
+
+def tools_to_proto(tools: Sequence[ToolDefinition]) -> tools_pb2.ListToolsResponse:
+    """ListTools' answer for these tools: specs, origins, and a digest of both."""
+    reply = tools_pb2.ListToolsResponse(
+        tools=[spec_to_proto(t) for t in tools], origins=[origin_to_proto(t) for t in tools]
+    )
+    digest = hashlib.sha256()
+    for spec, origin in zip(reply.tools, reply.origins, strict=True):
+        digest.update(spec.SerializeToString(deterministic=True))
+        digest.update(origin.SerializeToString(deterministic=True))
+    reply.revision = digest.hexdigest()[:16]
+    return reply
+
+
+def origin_to_proto(tool: ToolDefinition) -> tools_pb2.ToolOrigin:
+    return tools_pb2.ToolOrigin(
+        tool_name=tool.name,
+        mcp_server=tool.server,
+        mcp_tool_name=tool.server_tool_name,
+        available=not tool.why_unavailable(),
+        read_only=tool.read_only,
+        destructive=tool.destructive,
+        open_world=tool.open_world,
+        title=tool.title,
     )
 
 

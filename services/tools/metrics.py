@@ -1,4 +1,9 @@
-"""Tool executor metrics: calls, latency, errors by reason, cache hit ratio, breaker state, in flight."""
+"""Tool executor metrics: calls, latency, errors by reason, cache hit ratio, breaker state, in flight.
+
+MCP tools are counted like every tool (by their namespaced name) and again by
+server: calls by server, tool and status, latency by server, whether each
+server is up, and its restarts.
+"""
 
 from __future__ import annotations
 
@@ -47,6 +52,30 @@ class ToolMetrics:
             registry=reg,
         )
         self.in_flight = Gauge("tool_calls_in_flight", "Calls running now.", ["tool"], namespace=ns, registry=reg)
+        self.mcp_calls = Counter(
+            "mcp_tool_calls",
+            "MCP tool calls by server, tool and final status.",
+            ["server", "tool", "status"],
+            namespace=ns,
+            registry=reg,
+        )
+        self.mcp_latency = Histogram(
+            "mcp_tool_call_seconds",
+            "MCP tool call latency by server, retries included.",
+            ["server"],
+            namespace=ns,
+            registry=reg,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.mcp_server_up = Gauge(
+            "mcp_server_up", "1 while the MCP server is initialised and listed.", ["server"], namespace=ns, registry=reg
+        )
+        self.mcp_server_tools = Gauge(
+            "mcp_server_tools", "Tools the MCP server serves now.", ["server"], namespace=ns, registry=reg
+        )
+        self.mcp_restarts = Counter(
+            "mcp_server_restarts", "Times an MCP server was connected again.", ["server"], namespace=ns, registry=reg
+        )
         self._lookups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
 
     def record_cache(self, tool: str, level: str) -> None:
@@ -54,3 +83,7 @@ class ToolMetrics:
         counts = self._lookups[tool]
         counts[0 if level == "miss" else 1] += 1
         self.cache_hit_ratio.labels(tool).set(counts[1] / (counts[0] + counts[1]))
+
+    def record_mcp_call(self, server: str, tool: str, status: str, latency_s: float) -> None:
+        self.mcp_calls.labels(server, tool, status).inc()
+        self.mcp_latency.labels(server).observe(latency_s)

@@ -1,4 +1,9 @@
-"""The gRPC face of the tool executor: thin, it hands streams to ExecuteSession."""
+"""The gRPC face of the tool executor: thin, it hands streams to ExecuteSession and lists the registry.
+
+ListTools answers with the tools the caller's tenant may see; WatchTools sends
+that list at once and again whenever it changes (``ToolRegistry.wait_changed``),
+skipping changes that leave this tenant's list as it was.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from opentelemetry import trace
 
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.server import Service
-from services.tools.convert import spec_to_proto
+from services.tools.convert import tenant_from_metadata, tools_to_proto
 from services.tools.executor import ToolExecutor
 from services.tools.session import ExecuteSession
 
@@ -40,4 +45,21 @@ class ToolExecutorServicer(tools_pb2_grpc.ToolExecutorServiceServicer):
         request: tools_pb2.ListToolsRequest,
         context: grpc.aio.ServicerContext[tools_pb2.ListToolsRequest, tools_pb2.ListToolsResponse],
     ) -> tools_pb2.ListToolsResponse:
-        return tools_pb2.ListToolsResponse(tools=[spec_to_proto(t) for t in self._executor.registry])
+        tenant = tenant_from_metadata(context.invocation_metadata() or ())
+        return tools_to_proto(self._executor.registry.visible_to(tenant))
+
+    async def WatchTools(
+        self,
+        request: tools_pb2.WatchToolsRequest,
+        context: grpc.aio.ServicerContext[tools_pb2.WatchToolsRequest, tools_pb2.WatchToolsResponse],
+    ) -> AsyncIterator[tools_pb2.WatchToolsResponse]:
+        tenant = tenant_from_metadata(context.invocation_metadata() or ())
+        registry = self._executor.registry
+        sent = ""
+        while True:
+            revision = registry.revision
+            tools = tools_to_proto(registry.visible_to(tenant))
+            if tools.revision != sent:
+                sent = tools.revision
+                yield tools_pb2.WatchToolsResponse(tools=tools)
+            await registry.wait_changed(revision)
