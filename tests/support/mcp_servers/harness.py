@@ -38,6 +38,7 @@ from services.runtime.tenancy import TENANT_BAGGAGE, TENANT_HEADER
 from services.tools.builtin import default_tools
 from services.tools.executor import BreakerPolicy, ToolExecutor
 from services.tools.mcp.config import parse_mcp_config
+from services.tools.mcp.connection import quiet_sdk_logs
 from services.tools.mcp.mount import McpMount
 from services.tools.metrics import ToolMetrics
 from services.tools.registry import ToolRegistry
@@ -48,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 WORKBENCH = HERE / "workbench.py"
 PAGED = HERE / "paged.py"
 SILENT = HERE / "silent.py"
+CHATTY = HERE / "chatty.py"
 
 
 def stdio(script: Path, marks: Path, **keys: Any) -> dict[str, Any]:
@@ -136,6 +138,7 @@ async def mcp_executor(
         backoff=lambda attempt: 0.01,
         unknown_tool=mount.unknown_tool,
     )
+    quiet_sdk_logs(debug=False)  # as build.py does
     mount.start()
     server: MeshServer | None = None
     channel: grpc.aio.Channel | None = None

@@ -98,14 +98,6 @@ def big(megabytes: int) -> str:
     return "x" * (megabytes * 1024 * 1024)
 
 
-@server.tool()
-def babble() -> str:
-    """Writes a line that is not JSON-RPC to stdout (what a stdio server must never do)."""
-    sys.stdout.write("hello from a server that prints\n")
-    sys.stdout.flush()
-    return "babbled"
-
-
 def main() -> None:
     starts = len(list(MARKS.glob("pid-*"))) + 1
     mark(f"pid-{starts}", str(os.getpid()))
