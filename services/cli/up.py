@@ -2,8 +2,8 @@
 
 Starts, in dependency order, each as ``python -m services.<name>`` with its
 log lines prefixed by a coloured name: the inference replica on vLLM (the
-embedded model) plus ``--sim-replicas N`` simulator replicas, the tool executor,
-the router (pointed at every replica) and — once it exists — the gateway. Each
+embedded model) plus ``--sim-replicas N`` simulator replicas, the tool executor
+(mounting the MCP servers of ``--mcp-config FILE``, when given), the router (pointed at every replica) and — once it exists — the gateway. Each
 is waited on until its health says SERVING. Ctrl-C (or SIGTERM) sends SIGTERM
 to all of them in reverse order, waits for their drains, and exits.
 """
@@ -64,7 +64,9 @@ def plan(args: argparse.Namespace) -> list[Proc]:
         port = args.inference_port + 10 + i
         add(f"sim-{i}", "services.inference", port, 9160 + i, "--engine", "simulator")
         replicas.append(f"{host}:{port}")
-    add("tools", "services.tools", args.tools_port, METRICS["tools"], "--redis-url", args.redis_url)
+    # An MCP config is given as an absolute path: the tool executor checks it (and refuses to start on a mistake).
+    mcp = ["--mcp-config", str(Path(args.mcp_config).resolve())] if getattr(args, "mcp_config", "") else []
+    add("tools", "services.tools", args.tools_port, METRICS["tools"], "--redis-url", args.redis_url, *mcp)
     add(
         "router",
         "services.router",
@@ -195,6 +197,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--router-port", type=int, default=ROUTER_PORT)
     parser.add_argument("--tools-port", type=int, default=TOOLS_PORT)
+    parser.add_argument(
+        "--mcp-config",
+        default=os.environ.get("AGENTMESH_TOOLS_MCP_CONFIG", ""),
+        help="MCP servers for the tool executor to mount (mcpServers JSON; see examples/mcp/servers.json)",
+    )
     parser.add_argument("--inference-port", type=int, default=INFERENCE_PORT)
     parser.add_argument("--no-metrics", dest="metrics", action="store_false", help="no Prometheus ports")
     parser.add_argument(
