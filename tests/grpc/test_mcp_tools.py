@@ -8,7 +8,9 @@ change a server (list_changed) get their own.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -240,3 +242,27 @@ async def test_allowed_and_denied_tools_and_a_prefix_shape_the_listing(tmp_path:
         names = {t.name for t in (await ex.list_tools("acme")).tools if t.name.startswith("cal__")}
         assert names == {"cal__add", "cal__refuse"}
         await eventually(lambda: ex.mount.connections["wb"].tools != [], 5, "a listing")
+
+
+def example_servers() -> dict[str, Any]:
+    """examples/mcp/servers.json as ``agentmesh up --mcp-config`` loads it, run from the repository root."""
+    root = Path(__file__).resolve().parents[2]
+    servers: dict[str, Any] = json.loads((root / "examples" / "mcp" / "servers.json").read_text())["mcpServers"]
+    servers["warehouse"] = {**servers["warehouse"], "command": sys.executable, "cwd": str(root)}
+    return servers
+
+
+async def test_the_example_config_mounts_the_warehouse() -> None:
+    servers = example_servers()
+    async with mcp_executor(servers) as ex:
+        names = {t.name for t in (await ex.list_tools("acme")).tools}
+        assert {"warehouse__stock_level", "warehouse__list_items", "warehouse__reorder"} <= names
+        client = ExecuteClient(ex.channel)
+        stock = await client.run("s", "warehouse__stock_level", {"item": "widgets"}, tenant="acme")
+        assert output(stock) == {"item": "widget", "in_stock": 140, "warehouse": "eu-west"}
+        order = await client.run("o", "warehouse__reorder", {"item": "gadget", "quantity": 5}, tenant="acme")
+        assert output(order)["order_id"] == "PO-0001"
+        assert [p.message for p in client.progress["o"]][-1] == "confirming the order"
+        unknown = await client.run("u", "warehouse__stock_level", {"item": "gizmo"}, tenant="acme")
+        assert unknown.error_reason == REASON_TOOL_ERROR and "no item called 'gizmo'" in unknown.error_message
+        await client.close()
