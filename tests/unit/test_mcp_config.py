@@ -137,3 +137,25 @@ def test_the_executor_config_refuses_a_bad_file_before_it_starts(tmp_path: Path)
     config = load_config(ToolsConfig, [], env={"AGENTMESH_TOOLS_MCP_CONFIG": str(path)})
     assert [s.name for s in config.mcp_servers] == ["cal"]
     assert load_config(ToolsConfig, [], env={}).mcp_servers == ()
+
+
+def test_the_kubernetes_example_mounts_the_config_and_its_secrets() -> None:
+    from tests.unit.test_k8s import ROOT, render
+
+    component = ROOT / "k8s" / "components" / "mcp-servers"
+    (tickets,) = load_mcp_config(component / "servers.json", env={"TICKETS_TOKEN": "t"})
+    assert tickets.tenants == {"acme"} and isinstance(tickets.transport, HttpTransport)
+    docs = render(ROOT / "k8s" / "overlays" / "mcp-example")
+    tools = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "agentmesh-tools")
+    spec = tools["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap" and "servers.json" in d.get("data", {}))
+    volume = next(
+        v for v in spec["volumes"] if "configMap" in v and v["configMap"]["name"] == config_map["metadata"]["name"]
+    )
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AGENTMESH_TOOLS_MCP_CONFIG"] == f"{mount['mountPath']}/servers.json" and mount["readOnly"] is True
+    assert {"secretRef": {"name": "agentmesh-mcp-secrets"}} in container["envFrom"]
+    assert {"configMapRef": {"name": "agentmesh-tools"}} in container["envFrom"]  # the base's settings kept
+    assert {"/tmp", mount["mountPath"]} <= {m["mountPath"] for m in container["volumeMounts"]}
