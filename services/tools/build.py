@@ -52,4 +52,9 @@ async def service_parts(config: ToolsConfig, kit: Kit) -> Parts:
     async def warm_up(server: MeshServer) -> None:
         await mount.settled(config.mcp_start_wait_s)
 
-    return Parts([servicer.service()], tls=MeshTls.from_config(config), warm_up=warm_up if config.mcp_servers else None)
+    return Parts(
+        [servicer.service()],
+        tls=MeshTls.from_config(config),
+        warm_up=warm_up if config.mcp_servers else None,
+        announce_draining=servicer.announce_draining,
+    )

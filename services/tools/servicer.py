@@ -2,11 +2,14 @@
 
 ListTools answers with the tools the caller's tenant may see; WatchTools sends
 that list at once and again whenever it changes (``ToolRegistry.wait_changed``),
-skipping changes that leave this tenant's list as it was.
+skipping changes that leave this tenant's list as it was, and ends when the
+executor starts draining (``announce_draining``), so an open watch never holds
+a shutdown for its whole grace; the watcher reconnects, to another executor.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc.aio
@@ -25,6 +28,11 @@ class ToolExecutorServicer(tools_pb2_grpc.ToolExecutorServiceServicer):
     def __init__(self, executor: ToolExecutor, tracer: trace.Tracer | None = None) -> None:
         self._executor = executor
         self._tracer = tracer
+        self._draining = asyncio.Event()
+
+    async def announce_draining(self) -> None:
+        """End every WatchTools stream (Execute streams drain as calls finish)."""
+        self._draining.set()
 
     def service(self) -> Service:
         return Service(
@@ -56,10 +64,16 @@ class ToolExecutorServicer(tools_pb2_grpc.ToolExecutorServiceServicer):
         tenant = tenant_from_metadata(context.invocation_metadata() or ())
         registry = self._executor.registry
         sent = ""
-        while True:
+        while not self._draining.is_set():
             revision = registry.revision
             tools = tools_to_proto(registry.visible_to(tenant))
             if tools.revision != sent:
                 sent = tools.revision
                 yield tools_pb2.WatchToolsResponse(tools=tools)
-            await registry.wait_changed(revision)
+            changed = asyncio.ensure_future(registry.wait_changed(revision))
+            draining = asyncio.ensure_future(self._draining.wait())
+            try:
+                await asyncio.wait({changed, draining}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                draining.cancel()

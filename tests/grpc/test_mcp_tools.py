@@ -16,7 +16,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc.aio
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
@@ -266,3 +269,22 @@ async def test_the_example_config_mounts_the_warehouse() -> None:
         unknown = await client.run("u", "warehouse__stock_level", {"item": "gizmo"}, tenant="acme")
         assert unknown.error_reason == REASON_TOOL_ERROR and "no item called 'gizmo'" in unknown.error_message
         await client.close()
+
+
+async def test_spans_and_metrics_carry_the_server_and_a_watch_ends_when_the_executor_drains(
+    tmp_path: Path, tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
+) -> None:
+    async with mcp_executor({"wb": stdio(WORKBENCH, tmp_path)}, tracer_provider=tracer_provider) as ex:
+        client = ExecuteClient(ex.channel)
+        assert (await client.run("a", "wb__add", {"a": 1, "b": 1})).status == S.TOOL_CALL_STATUS_OK
+        await client.close()
+        span = next(s for s in span_exporter.get_finished_spans() if s.name == "tool.execute")
+        assert span.attributes is not None and span.attributes["agentmesh.mcp_server"] == "wb"
+        labels = {"server": "wb", "tool": "wb__add", "status": "ok"}
+        assert ex.metrics.registry.get_sample_value("agentmesh_mcp_tool_calls_total", labels) == 1
+        assert ex.metrics.registry.get_sample_value("agentmesh_mcp_server_up", {"server": "wb"}) == 1
+
+        watch = ex.stub().WatchTools(tools_pb2.WatchToolsRequest())
+        await next_snapshot(watch)
+        await ex.servicer.announce_draining()
+        assert await asyncio.wait_for(watch.read(), 5) is grpc.aio.EOF

@@ -26,6 +26,7 @@ import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 from opentelemetry import baggage, propagate
 from opentelemetry.context import Context
+from opentelemetry.sdk.trace import TracerProvider
 
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from meshkit.up import free_port
@@ -104,6 +105,7 @@ class McpExecutor:
     mount: McpMount
     executor: ToolExecutor
     metrics: Metrics
+    servicer: ToolExecutorServicer
     channel: grpc.aio.Channel
     address: str
 
@@ -124,6 +126,7 @@ async def mcp_executor(
     *,
     breaker: BreakerPolicy | None = None,
     start_wait_s: float = 20.0,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[McpExecutor]:
     configs = parse_mcp_config({"mcpServers": servers}, source="test", env=os.environ)
     registry = ToolRegistry(default_tools())
@@ -144,12 +147,12 @@ async def mcp_executor(
     channel: grpc.aio.Channel | None = None
     try:
         await mount.settled(start_wait_s)
-        server = MeshServer(
-            ServiceConfig(host="127.0.0.1", port=0), [ToolExecutorServicer(executor).service()], metrics=metrics
-        )
+        tracer = tracer_provider.get_tracer("agentmesh.tools") if tracer_provider is not None else None
+        servicer = ToolExecutorServicer(executor, tracer)
+        server = MeshServer(ServiceConfig(host="127.0.0.1", port=0), [servicer.service()], metrics=metrics)
         await server.start(serving=True)
         channel = create_channel(server.address)
-        yield McpExecutor(registry, mount, executor, metrics, channel, server.address)
+        yield McpExecutor(registry, mount, executor, metrics, servicer, channel, server.address)
     finally:
         if channel is not None:
             await channel.close()
