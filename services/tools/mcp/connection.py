@@ -129,9 +129,12 @@ class McpConnection:
             await asyncio.gather(task, return_exceptions=True)
 
     def unavailable(self) -> str:
-        """Why calls cannot run now ("" when they can)."""
-        if self.state is ServerState.READY:
+        """Why calls cannot run now ("" when they can). A session seen broken refuses calls at once, before the
+        supervisor has finished shutting it down (a stdio server gets seconds to exit)."""
+        if self.state is ServerState.READY and not self._broken:
             return ""
+        if self.state is ServerState.READY:
+            return f"MCP server {self.name} is unavailable ({self._broken}); it is being restarted"
         if self.state is ServerState.STARTING:
             return f"MCP server {self.name} is still starting"
         return f"MCP server {self.name} is unavailable ({self.reason}); it is being restarted"
@@ -142,7 +145,7 @@ class McpConnection:
         """Call the server's tool ``tool``. ToolUnavailable when the server is down or goes away during the call;
         ToolError when it rejects the call as invalid (unknown tool, bad arguments); other failures raise."""
         session = self._session
-        if self.state is not ServerState.READY or session is None:
+        if self.unavailable() or session is None:
             raise ToolUnavailable(self.unavailable() or f"MCP server {self.name} is unavailable")
         try:
             result = await session.call_tool(tool, arguments, progress_callback=on_progress)
