@@ -18,7 +18,7 @@ it before giving up on this router.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 import grpc.aio
 from google.rpc import status_pb2
@@ -102,7 +102,7 @@ class RouterLink(MuxClient[relay_pb2.RelayRequest, relay_pb2.RelayResponse, _Slo
         for slot in self._slots.values():
             slot.lose(why)
 
-    async def complete(self, start: relay_pb2.RelayStart) -> AsyncIterator[bytes]:
+    async def complete(self, start: relay_pb2.RelayStart) -> AsyncGenerator[bytes, None]:
         """The request's events; see module docstring. Raises StreamDown before anything was sent."""
         if self.draining:
             raise StreamDown("the router is draining")

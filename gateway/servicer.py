@@ -223,8 +223,9 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                 if timeout is not None:
                     start.timeout.CopyFrom(duration(timeout))
                 code = grpc.StatusCode.CANCELLED  # unless the request ends first
+                relayed = self._routers.link(target).complete(start)
                 try:
-                    async for message in self._routers.link(target).complete(start):
+                    async for message in relayed:
                         sent += 1
                         relayed_bytes += len(message)
                         yield message
@@ -244,6 +245,7 @@ class GatewayServicer(agent_pb2_grpc.AgentServiceServicer):
                     self._routers.mark_down(target)
                     last = str(exc)
                 finally:
+                    await relayed.aclose()  # here, in this task, even when the client went away mid-answer
                     if span is not None:
                         end_client_span(span, code)
             raise Unavailable(f"no router took the request ({last})", retry_after_s=1.0)

@@ -99,14 +99,17 @@ class ConverseStream:
         turn_start.CopyFrom(start)
         turn_start.turn_id = progress.turn_id
         timeout = start.timeout.ToNanoseconds() / 1e9 if start.HasField("timeout") else None
+        turn = self._loop.run(TurnRequest(self._tenant, turn_start, current_request_id()), progress)
+        # Closed here, in this task, however the loop ends: a cancel that lands in ``send`` would otherwise
+        # leave the turn's generators suspended inside their spans, to be closed by the garbage collector in
+        # another task (OpenTelemetry: "Failed to detach context ... created in a different Context"), and
+        # the generation below them would be aborted only then.
         with _turn_deadline(timeout):
-            async with asyncio.timeout(timeout):
-                events = self._loop.run(TurnRequest(self._tenant, turn_start, current_request_id()), progress)
+            async with asyncio.timeout(timeout), contextlib.aclosing(turn) as events:
                 async for event in events:
                     if event.HasField("turn_completed"):
                         progress.completed = True
-                        # Shielded: a cancel racing the last event must not leave it half sent.
-                        await asyncio.shield(self._send(event))
+                        await _send_whole(self._send(event))
                     else:
                         await self._send(event)
 
@@ -127,6 +130,20 @@ class ConverseStream:
         reason = common_pb2.FINISH_REASON_ABORTED if timed_out else common_pb2.FINISH_REASON_ERROR
         status = to_rpc_status(error, current_request_id())
         await self._send(completed(progress, reason, status=status))
+
+
+async def _send_whole(sending: Awaitable[None]) -> None:
+    """Send the turn's last event even if the turn is cancelled meanwhile, so it never goes half sent.
+
+    A cancel that interrupts the wait (the client went away) leaves the send to finish on its own; its
+    failure then has nobody to tell, and is retrieved here rather than logged as never retrieved.
+    """
+    task = asyncio.ensure_future(sending)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        raise
 
 
 def _as_mesh_error(exc: BaseException | None, turn_id: str) -> AgentMeshError:

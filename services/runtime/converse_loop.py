@@ -14,8 +14,9 @@ a time and ends each with exactly one TurnCompleted; the gateway admits each
 turn by its id and relays the router's bytes untouched.
 
 The servicer half of a stream lives here too: ``OpenStreams`` serialises a
-stream's writes (grpc.aio allows one write in flight, and a drain notice may
-race the turn's events) and keeps every open stream reachable for the drain
+stream's writes (grpc.aio allows one write in flight, a drain notice may race
+the turn's events, and a write whose sender was cancelled still runs to its
+end before the next starts) and keeps every open stream reachable for the drain
 notice on shutdown. Once the notice has gone out, a stream opened after it is
 refused with UNAVAILABLE (retry elsewhere) instead of being served: the gRPC
 server refuses new streams itself only when it stops, after the drain hooks,
@@ -123,9 +124,23 @@ class OpenStreams(Generic[Message]):
             )
         writing = asyncio.Lock()
 
+        def written(write: asyncio.Future[None]) -> None:
+            writing.release()
+            if not write.cancelled():
+                write.exception()  # a sender that was cancelled meanwhile is not there to retrieve it
+
         async def send(message: Message) -> None:
-            async with writing:
-                await context.write(message)
+            # The lock is held until gRPC has finished the write, not until the sender stops waiting: a sender
+            # cancelled mid-write (CancelTurn, a deadline) leaves the write in flight in gRPC's core, and a
+            # second write started then fails the stream (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS).
+            await writing.acquire()
+            try:
+                write = asyncio.ensure_future(context.write(message))
+            except BaseException:
+                writing.release()
+                raise
+            write.add_done_callback(written)
+            await asyncio.shield(write)
 
         self._sends.add(send)
         try:

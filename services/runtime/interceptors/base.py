@@ -12,6 +12,7 @@ from first byte to final status.
 from __future__ import annotations
 
 import abc
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -60,8 +61,9 @@ def as_coroutine(behavior: Behavior) -> Behavior:
     async def run(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         result = behavior(request, context)
         if inspect.isasyncgen(result):
-            async for message in result:
-                await context.write(message)
+            async with contextlib.aclosing(result):  # closed in this task even when a write is cancelled
+                async for message in result:
+                    await context.write(message)
             return None
         return await result
 
