@@ -33,6 +33,10 @@ class Sampling:
     max_tokens: int | None = None
     seed: int | None = None
     stop: Sequence[str] = field(default_factory=tuple)
+    #: OpenAI's penalties, in [-2, 2], and vLLM's ``repetition_penalty`` (> 0, 1: none); None: the server's.
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
 
     def to_proto(self) -> common_pb2.SamplingParams:
         out = common_pb2.SamplingParams(stop=list(self.stop))
@@ -46,6 +50,12 @@ class Sampling:
             out.max_tokens = self.max_tokens
         if self.seed is not None:
             out.seed = self.seed
+        if self.presence_penalty is not None:
+            out.presence_penalty = self.presence_penalty
+        if self.frequency_penalty is not None:
+            out.frequency_penalty = self.frequency_penalty
+        if self.repetition_penalty is not None:
+            out.repetition_penalty = self.repetition_penalty
         return out
 
 

@@ -3,8 +3,10 @@
 Invalid input raises ``InvalidArgument`` naming the field as OpenAI names it (``messages[2].content``,
 ``max_tokens``), which the edge answers as a 400 with ``param`` set. What the mesh cannot honour is
 refused rather than ignored: ``n`` > 1, client-defined ``tools``/``functions``, ``logprobs``, a
-``response_format`` other than text. Fields that only tune OpenAI's own models (penalties, ``user``,
-``logit_bias``...) are ignored, as vLLM's server ignores what its engine lacks.
+``response_format`` other than text. ``presence_penalty`` and ``frequency_penalty`` ([-2, 2]) are
+OpenAI's; ``repetition_penalty`` (> 0, 1: none) is an extra body field, as vLLM's server takes it.
+Fields that only tune OpenAI's own models (``user``, ``logit_bias``...) are ignored, as vLLM's server
+ignores what its engine lacks.
 
 Conversation state: ``agentmesh-agent`` keeps the history in the mesh's session, so with an
 ``X-AgentMesh-Session`` header only the last (user) message is new and earlier ones are not re-read.
@@ -142,7 +144,20 @@ def _sampling(body: dict[str, Any]) -> Sampling:
         stop = [stop]
     if stop is not None and (not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) for s in stop)):
         raise InvalidArgument.field("stop", "a string or an array of at most 4 strings")
-    return Sampling(temperature, top_p, top_k, max_tokens, seed, tuple(stop or ()))
+    repetition_penalty = _number(body, "repetition_penalty", -math.inf, math.inf)
+    if repetition_penalty is not None and repetition_penalty <= 0:
+        raise InvalidArgument.field("repetition_penalty", "must be greater than 0 (1: no penalty)")
+    return Sampling(
+        temperature,
+        top_p,
+        top_k,
+        max_tokens,
+        seed,
+        tuple(stop or ()),
+        presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
+        frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
+        repetition_penalty=repetition_penalty,
+    )
 
 
 def _tool_choice(value: Any, *, agent: bool) -> str:

@@ -101,6 +101,14 @@ def request_from_proto(
         bad.append(FieldViolation("submit.sampling.max_tokens", f"must be at most {max_output_tokens}"))
     if len(s.stop) > 8 or any(not stop for stop in s.stop):
         bad.append(FieldViolation("submit.sampling.stop", "at most 8 non-empty strings"))
+    presence = s.presence_penalty if s.HasField("presence_penalty") else 0.0
+    frequency = s.frequency_penalty if s.HasField("frequency_penalty") else 0.0
+    for name, value in (("presence_penalty", presence), ("frequency_penalty", frequency)):
+        if not -2 <= value <= 2:  # False for NaN too
+            bad.append(FieldViolation(f"submit.sampling.{name}", "must be between -2 and 2"))
+    repetition = s.repetition_penalty if s.HasField("repetition_penalty") else 1.0
+    if not (math.isfinite(repetition) and repetition > 0):
+        bad.append(FieldViolation("submit.sampling.repetition_penalty", "must be greater than 0 (1: no penalty)"))
 
     schema_text: str | None = None
     if submit.structured_output.json_schema:
@@ -135,6 +143,9 @@ def request_from_proto(
             max_tokens=max_tokens,
             seed=s.seed if s.HasField("seed") else None,
             stop=tuple(s.stop),
+            presence_penalty=presence,
+            frequency_penalty=frequency,
+            repetition_penalty=repetition,
         ),
         priority=PRIORITIES[submit.priority],
         json_schema=schema_text,

@@ -38,6 +38,10 @@ class Sampling:
     max_tokens: int
     seed: int | None
     stop: tuple[str, ...]
+    #: OpenAI's additive penalties, in [-2, 2] (0: none), and vLLM's multiplicative one, > 0 (1: none).
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ and costs no prefill. Load reports use the same figures as the vLLM engine.
 
 What it reads and writes (tokens, prompts, output text) is in ``sim_text``.
 Nothing is random: the same request gives the same output and timing on every
-replica.
+replica. Sampling other than ``max_tokens`` (temperature, top-p/k, seed, stop
+strings, the presence, frequency and repetition penalties) is validated as for
+vLLM (``convert.py``) and then ignored: the text is not a model's to change.
 """
 
 from __future__ import annotations

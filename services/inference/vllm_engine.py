@@ -176,6 +176,9 @@ class VllmEngine(Engine):
             "max_tokens": s.max_tokens,
             "seed": s.seed,
             "stop": list(s.stop) or None,
+            "presence_penalty": s.presence_penalty,
+            "frequency_penalty": s.frequency_penalty,
+            "repetition_penalty": s.repetition_penalty,
             "output_kind": RequestOutputKind.DELTA,
         }
         if s.top_k > 0:
