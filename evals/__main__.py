@@ -14,12 +14,13 @@ multiprocessing *spawn*, which re-imports this module in the child.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ import uvloop
 
 from agentmesh.agent.v1 import agent_pb2_grpc
 from evals.cases import CASES_DIR, SPLITS, Case, CaseError, load_cases
+from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
+from evals.generality import BARE, GENERALITY_ABOUT, bare_section, without_catalog
 from evals.report import RunInfo, render_markdown
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, EVAL_TENANT, run_eval
 from evals.summary import Report
@@ -46,7 +49,7 @@ from services.runtime.server import MeshServer
 from services.runtime.tenancy import TenantInterceptor
 from services.tools.builtin import default_tools
 from services.tools.executor import ToolExecutor
-from services.tools.registry import ToolRegistry
+from services.tools.registry import ToolDefinition, ToolRegistry
 from services.tools.servicer import ToolExecutorServicer
 
 MODES = ("embedding", "llm")
@@ -68,6 +71,7 @@ class EvalArgs:
     show_heldout: bool
     turn_timeout_s: float
     cases_dir: Path = CASES_DIR
+    suites: tuple[str, ...] = ("builtin", "generality")
 
 
 def _positive_int(text: str) -> int:
@@ -110,9 +114,17 @@ def parse_args(argv: Sequence[str] | None = None) -> EvalArgs:
         default=CASES_DIR,
         help="folder of <split>.jsonl case files (default: evals/cases): your own prompts, judged the same way",
     )
+    parser.add_argument(
+        "--suite",
+        choices=["builtin", "generality", "all"],
+        default="all",
+        help="builtin: the cases folder on the built-in tools; generality: the catalog of description-only tools "
+        "(evals/generality) registered beside them, and its prompts without it; all (default): both",
+    )
     ns = parser.parse_args(argv)
     splits = SPLITS if ns.split == "all" else (ns.split,)
-    return EvalArgs(splits, ns.modes, ns.limit, ns.out, ns.show_heldout, ns.turn_timeout_s, ns.cases)
+    suites = ("builtin", "generality") if ns.suite == "all" else (ns.suite,)
+    return EvalArgs(splits, ns.modes, ns.limit, ns.out, ns.show_heldout, ns.turn_timeout_s, ns.cases, suites)
 
 
 def select_cases(cases: Sequence[Case], limit: int | None) -> list[Case]:
@@ -165,7 +177,13 @@ async def flush_eval_keys(redis: aioredis.Redis) -> int:
     return await flush_namespace(redis, TOOL_CACHE_NAMESPACE) + await flush_namespace(redis, SESSION_NAMESPACE)
 
 
-async def start_eval_mesh(redis: aioredis.Redis, inference_address: str, modes: Sequence[str]) -> EvalMesh:
+async def start_eval_mesh(
+    redis: aioredis.Redis,
+    inference_address: str,
+    modes: Sequence[str],
+    extra_tools: Sequence[ToolDefinition] = (),
+    label: str = "",
+) -> EvalMesh:
     """The tool executor and a router per tool-selection mode, all on ``inference_address``; ready to serve.
 
     Shared by ``make eval`` and the smoke test (which brings its own vLLM
@@ -173,7 +191,8 @@ async def start_eval_mesh(redis: aioredis.Redis, inference_address: str, modes: 
     would say nothing about the mode that replays it.
     """
     await flush_eval_keys(redis)
-    executor = ToolExecutor(ToolRegistry(default_tools()), cache=TwoLevelCache(TOOL_CACHE_NAMESPACE, redis))
+    registry = ToolRegistry([*default_tools(), *extra_tools])
+    executor = ToolExecutor(registry, cache=TwoLevelCache(TOOL_CACHE_NAMESPACE, redis))
     tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor).service()], metrics=Metrics())
     await tools_server.start()
     mesh = EvalMesh(redis, tools_server)
@@ -198,11 +217,32 @@ async def start_eval_mesh(redis: aioredis.Redis, inference_address: str, modes: 
             await router.start()
             if not await router.replicas.wait_any(READY_TIMEOUT_S):
                 raise RuntimeError(f"router ({mode}) did not connect to the inference replica {inference_address}")
-            mesh.stubs[mode] = agent_pb2_grpc.AgentServiceStub(channel)
+            mesh.stubs[mode + label] = agent_pb2_grpc.AgentServiceStub(channel)
     except BaseException:
         await mesh.close()
         raise
     return mesh
+
+
+@contextlib.asynccontextmanager
+async def embedded_replica(max_output_tokens: int = 512) -> AsyncIterator[str]:
+    """vLLM on the embedded model behind an InferenceServicer on loopback, for the block; yields its address.
+
+    Shared by ``make eval`` and ``python -m evals.chat``. The engine starts here (~1 minute on CPU) and is
+    closed on the way out, however the block ends.
+    """
+    engine = VllmEngine(VllmSettings(model=default_model_dir(), model_id=MODEL_ID, max_output_tokens=max_output_tokens))
+    inference: MeshServer | None = None
+    try:
+        await engine.start()
+        servicer = InferenceServicer(engine, SessionSettings(replica_id="vllm-0", default_max_tokens=64))
+        inference = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics())
+        await inference.start()
+        yield inference.address
+    finally:
+        if inference is not None:
+            await inference.drain(grace=0)
+        await engine.close()
 
 
 def machine_description() -> str:
@@ -233,8 +273,10 @@ def _headline(report: Report) -> str:
 
 async def run(args: EvalArgs, argv: Sequence[str]) -> int:
     try:
-        cases = select_cases(load_cases(args.splits, args.cases_dir), args.limit)
-    except (CaseError, OSError) as exc:
+        cases = select_cases(load_cases(args.splits, args.cases_dir), args.limit) if "builtin" in args.suites else []
+        catalog = load_catalog() if "generality" in args.suites else {}
+        general = select_cases(load_cases(args.splits, GENERALITY_DIR, catalog), args.limit) if catalog else []
+    except (CaseError, OSError, ValueError) as exc:
         print(f"evals: error: {exc}", file=sys.stderr)
         return 2
     redis = aioredis.Redis.from_url(REDIS_URL)
@@ -244,40 +286,62 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
         print(f"evals: error: Redis at {REDIS_URL} is not reachable ({exc}); `make setup` starts one", file=sys.stderr)
         await redis.aclose()
         return 1
-    engine = VllmEngine(VllmSettings(model=default_model_dir(), model_id=MODEL_ID, max_output_tokens=512))
-    inference: MeshServer | None = None
-    mesh: EvalMesh | None = None
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    documents: list[str] = []
     try:
-        await engine.start()
-        servicer = InferenceServicer(engine, SessionSettings(replica_id="vllm-0", default_max_tokens=64))
-        inference = MeshServer(ServiceConfig(port=0), [servicer.service()], metrics=Metrics())
-        await inference.start()
-        mesh = await start_eval_mesh(redis, inference.address, args.modes)
-        date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        print(f"evals: {len(cases)} cases × {len(args.modes)} modes, one turn at a time", file=sys.stderr)
-        report = await run_eval(
-            cases,
-            mesh.stubs,
-            turn_timeout_s=args.turn_timeout_s,
-            progress=lambda line: print(line, file=sys.stderr, flush=True),
-        )
-        info = RunInfo(
-            command=shlex.join(["python", "-m", "evals", *argv]),
-            date=date,
-            machine=machine_description(),
-            model=f"{MODEL_ID} (embedded), vLLM on CPU, greedy decoding (temperature 0)",
-        )
-        args.out.write_text(render_markdown(report, info, show_heldout=args.show_heldout), encoding="utf-8")
-        print(_headline(report))
+        async with embedded_replica() as inference:
+            date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            info = RunInfo(
+                command=shlex.join(["python", "-m", "evals", *argv]),
+                date=date,
+                machine=machine_description(),
+                model=f"{MODEL_ID} (embedded), vLLM on CPU, greedy decoding (temperature 0)",
+            )
+            if cases:
+                report = await _suite(redis, inference, args, cases, (), "", progress)
+                documents.append(render_markdown(report, info, show_heldout=args.show_heldout))
+                print(_headline(report))
+            if general:
+                tools = catalog_tools(catalog)
+                report = await _suite(redis, inference, args, general, tools, "", progress)
+                bare = await _suite(
+                    redis, inference, replace(args, modes=("embedding",)), without_catalog(general), (), BARE, progress
+                )
+                documents.append(
+                    render_markdown(
+                        report,
+                        info,
+                        show_heldout=args.show_heldout,
+                        title=f"Generality evaluation: {len(catalog)} description-only tools beside the built-ins",
+                        about=GENERALITY_ABOUT,
+                    )
+                    + "\n"
+                    + bare_section(bare, general, show_heldout=args.show_heldout)
+                )
+                print(_headline(report))
+        args.out.write_text("\n".join(documents), encoding="utf-8")
         print(f"wrote {args.out}")
     finally:
-        if mesh is not None:
-            await mesh.close()
-        if inference is not None:
-            await inference.drain(grace=0)
-        await engine.close()
         await redis.aclose()
     return 0
+
+
+async def _suite(  # noqa: PLR0917 - one caller
+    redis: aioredis.Redis,
+    inference: str,
+    args: EvalArgs,
+    cases: Sequence[Case],
+    extra_tools: Sequence[ToolDefinition],
+    label: str,
+    progress: Any,
+) -> Report:
+    """One suite's cases through a fresh mesh (its own tool executor and routers) on the shared engine."""
+    mesh = await start_eval_mesh(redis, inference, args.modes, extra_tools, label)
+    try:
+        print(f"evals: {len(cases)} cases × {len(mesh.stubs)} modes, one turn at a time", file=sys.stderr)
+        return await run_eval(cases, mesh.stubs, turn_timeout_s=args.turn_timeout_s, progress=progress)
+    finally:
+        await mesh.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

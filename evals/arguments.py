@@ -9,13 +9,15 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from evals.cases import is_number
+from evals.cases import ARG_FIELDS, is_number
 from services.tools.builtin import unit_convert
 from services.tools.builtin.calculator import evaluate
 from services.tools.builtin.clock import resolve_zone
 from services.tools.builtin.kb_search import words
 from services.tools.registry import ToolError
 
+#: The tools whose arguments are compared by their own meaning; any other (the catalog's) generically.
+BUILTIN_ARGUMENTS = frozenset(ARG_FIELDS)
 #: Argument values are exact up to float noise ("15/100*80" is 12.000000000000002).
 ARG_REL_TOL = 1e-6
 #: A number stated in an answer may be rounded: "11.02" for 11.0231.
@@ -57,10 +59,44 @@ def _accepted(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def _same(expected: Any, actual: Any) -> bool:
+    """A catalog tool's scalar: strings case- and space-insensitive, numbers numerically, booleans exactly."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    if is_number(expected):
+        if isinstance(actual, str):
+            try:
+                actual = float(actual.replace(",", ""))
+            except ValueError:
+                return False
+        return is_number(actual) and numbers_close(float(actual), float(expected), ARG_REL_TOL)
+    if isinstance(expected, str):
+        flat = " ".join(str(actual).split()).casefold() if isinstance(actual, (str, int, float)) else None
+        return flat == " ".join(expected.split()).casefold()
+    return False
+
+
+def check_generic(expected: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    """A catalog tool's arguments: each expected parameter holds its value, one of ``any_of``, or ``contains``."""
+    for name, want in expected.items():
+        got = arguments.get(name)
+        if isinstance(want, dict) and "contains" in want:
+            if not isinstance(got, str) or want["contains"].casefold() not in got.casefold():
+                return f"{name}={got!r} does not contain {want['contains']!r}"
+        elif isinstance(want, dict) and "any_of" in want:
+            if not any(_same(w, got) for w in want["any_of"]):
+                return f"{name}={got!r}, expected one of {want['any_of']!r}"
+        elif not _same(want, got):
+            return f"{name}={got!r}, expected {want!r}"
+    return None
+
+
 def check_arguments(tool: str, expected: Mapping[str, Any], arguments: Mapping[str, Any] | None) -> str | None:
     """None when the call's arguments mean what ``expected`` says; otherwise why not."""
     if arguments is None:
         return "arguments are not a JSON object"
+    if tool not in BUILTIN_ARGUMENTS:
+        return check_generic(expected, arguments)
     if tool == "calculator":
         expression = arguments.get("expression")
         if not isinstance(expression, str):

@@ -73,6 +73,9 @@ CATEGORIES = (
     "near_miss",
     "multi_tool",
     "follow_up",
+    # The generality eval's (evals/generality): one ask of a catalog tool, one of a built-in.
+    "single",
+    "builtin",
 )
 #: Per tool, the argument expectations a case may state.
 ARG_FIELDS: dict[str, frozenset[str]] = {
@@ -132,7 +135,31 @@ def _spellings(value: Any) -> bool:
     )
 
 
-def _parse_args(tool: str, spec: Any, where: str) -> dict[str, Any]:
+def _generic_value(value: Any) -> bool:
+    """A catalog tool's expected value: a scalar, ``{"any_of": [scalars]}`` or ``{"contains": "text"}``."""
+    if isinstance(value, dict):
+        if set(value) == {"any_of"}:
+            return isinstance(value["any_of"], list) and bool(value["any_of"]) and all(map(_scalar, value["any_of"]))
+        return set(value) == {"contains"} and isinstance(value["contains"], str) and bool(value["contains"].strip())
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, bool)) or is_number(value)
+
+
+def _parse_args(tool: str, spec: Any, where: str, catalog: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    if catalog is not None and tool in catalog:
+        declared = catalog[tool].get("parameters", {}).get("properties", {})
+        if not isinstance(spec, dict) or not spec or not set(spec) <= set(declared):
+            raise CaseError(f"{where}: args of {tool} must name some of its parameters {sorted(declared)}")
+        if not all(_generic_value(v) for v in spec.values()):
+            raise CaseError(f"{where}: malformed args of {tool}: {spec!r}")
+        return dict(spec)
+    if isinstance(spec, dict):  # a list of accepted spellings, written as the catalog's cases write it
+        spec = {k: v["any_of"] if isinstance(v, dict) and set(v) == {"any_of"} else v for k, v in spec.items()}
+        if tool == "kb_search" and isinstance(spec.get("keywords"), list):
+            spec["keywords"] = [k.lower() if isinstance(k, str) else k for k in spec["keywords"]]
     if tool not in ARG_FIELDS:
         raise CaseError(f"{where}: args for unknown tool {tool!r}")
     if not isinstance(spec, dict) or set(spec) != ARG_FIELDS[tool]:
@@ -176,7 +203,7 @@ def _parse_answer(spec: Any, where: str) -> AnswerSpec:
     return AnswerSpec(tuple(float(n) for n in numbers), tuple(any_of), tool_result, mentions_error is True)
 
 
-def parse_case(obj: Any, split: str, where: str) -> Case:
+def parse_case(obj: Any, split: str, where: str, catalog: Mapping[str, Any] | None = None) -> Case:
     """One case from its JSON object; ``CaseError`` names ``where`` on any deviation from the schema."""
     if not isinstance(obj, dict) or set(obj) != {"id", "category", "turns"}:
         raise CaseError(f"{where}: a case has exactly the keys id, category, turns")
@@ -195,12 +222,13 @@ def parse_case(obj: Any, split: str, where: str) -> Case:
         message, tools = raw["message"], raw["tools"]
         if not isinstance(message, str) or not message.strip():
             raise CaseError(f"{at}: message must be a non-empty string")
-        if not isinstance(tools, list) or not all(t in ARG_FIELDS for t in tools) or len(set(tools)) != len(tools):
-            raise CaseError(f"{at}: tools must list distinct names among {', '.join(ARG_FIELDS)}")
+        known = {*ARG_FIELDS, *(catalog or {})}
+        if not isinstance(tools, list) or not all(t in known for t in tools) or len(set(tools)) != len(tools):
+            raise CaseError(f"{at}: tools must list distinct names of loaded tools (built-ins or the catalog's)")
         args_raw = raw.get("args", {})
         if not isinstance(args_raw, dict) or not set(args_raw) <= set(tools):
             raise CaseError(f"{at}: args may only be given for the expected tools")
-        args = {tool: _parse_args(tool, spec, at) for tool, spec in args_raw.items()}
+        args = {tool: _parse_args(tool, spec, at, catalog) for tool, spec in args_raw.items()}
         answer = _parse_answer(raw["answer"], at) if "answer" in raw else None
         if answer is not None and answer.tool_result and answer.tool_result.split(".")[0] not in tools:
             raise CaseError(f"{at}: tool_result names a tool the turn does not expect")
@@ -208,7 +236,7 @@ def parse_case(obj: Any, split: str, where: str) -> Case:
     return Case(case_id, category, split, tuple(turns))
 
 
-def load_split(split: str, folder: Path = CASES_DIR) -> list[Case]:
+def load_split(split: str, folder: Path = CASES_DIR, catalog: Mapping[str, Any] | None = None) -> list[Case]:
     """The cases of one split, in file order."""
     path = folder / f"{split}.jsonl"
     cases = []
@@ -220,13 +248,14 @@ def load_split(split: str, folder: Path = CASES_DIR) -> list[Case]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CaseError(f"{where}: not JSON: {exc.msg}") from None
-        cases.append(parse_case(obj, split, where))
+        cases.append(parse_case(obj, split, where, catalog))
     return cases
 
 
-def load_cases(splits: Iterable[str], folder: Path = CASES_DIR) -> list[Case]:
-    """The cases of several splits, split by split; ids must be unique across them."""
-    cases = [case for split in splits for case in load_split(split, folder)]
+def load_cases(splits: Iterable[str], folder: Path = CASES_DIR, catalog: Mapping[str, Any] | None = None) -> list[Case]:
+    """The cases of several splits, split by split; ids must be unique across them. ``catalog`` (tool name →
+    description and parameters) admits its tools beside the built-ins, their args compared generically."""
+    cases = [case for split in splits for case in load_split(split, folder, catalog)]
     seen = Counter(case.id for case in cases)
     duplicates = sorted(case_id for case_id, n in seen.items() if n > 1)
     if duplicates:

@@ -55,6 +55,7 @@ def _split_section(report: Report, split: str) -> list[str]:
     s = {mode: report.summary(mode, split) for mode in modes}
     rows: list[tuple[str, Callable[[Summary], str]]] = [
         ("tool choice (exact set)", lambda x: str(x.tool_choice)),
+        ("no-tool turns that ran a tool", lambda x: str(x.false_positives)),
         ("arguments exact (expected tool called)", lambda x: str(x.arguments)),
         ("answer correct (checkable turns)", lambda x: str(x.answers)),
         ("turns that errored", lambda x: str(x.errors)),
@@ -118,7 +119,9 @@ def _failure(record: TurnRecord, score: TurnScore, redact: bool) -> list[str]:
     return lines
 
 
-def render_markdown(report: Report, info: RunInfo, *, show_heldout: bool = False) -> str:
+def render_markdown(
+    report: Report, info: RunInfo, *, show_heldout: bool = False, title: str = "Agent evaluation", about: str = ""
+) -> str:
     """EVAL.md: the run, the headline split first, then dev, then every failing turn.
 
     Held-out failures are listed without message, arguments or answer unless
@@ -130,8 +133,9 @@ def render_markdown(report: Report, info: RunInfo, *, show_heldout: bool = False
     ]
     sizes = ", ".join(f"{s} {report.cases.get(s, 0)} cases / {report.turns(s)} turns" for s in order)
     lines = [
-        "# Agent evaluation",
+        f"# {title}",
         "",
+        *([about, ""] if about else []),
         f"- Command: `{info.command}`",
         f"- Date: {info.date}",
         f"- Machine: {info.machine}",

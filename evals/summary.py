@@ -60,6 +60,8 @@ class Summary:
     turns: int
     errors: int
     tool_choice: Ratio
+    #: Turns that need no tool but ran one.
+    false_positives: Ratio
     arguments: Ratio
     answers: Ratio
     generations_mean: float | None
@@ -103,6 +105,10 @@ def summarise(records: Sequence[TurnRecord]) -> Summary:
         turns=len(records),
         errors=sum(1 for r in records if r.error),
         tool_choice=Ratio(sum(s.tool_ok for s in scores), len(scores)),
+        false_positives=Ratio(
+            sum(1 for r in records if not r.expected.tools and r.tools_called),
+            sum(1 for r in records if not r.expected.tools),
+        ),
         arguments=Ratio(sum(p is None for p in arg_checks), len(arg_checks)),
         answers=Ratio(sum(answered), len(answered)),
         generations_mean=_mean([r.generations for r in done]),

@@ -19,11 +19,14 @@ front, so there is nothing left to plan; LLM selection (``--tool-selection
 llm``, kept for comparison) chooses again with the results, bounded by
 ``max_tool_rounds``, as the previous path did. Cancelling the task that runs
 the turn (client cancel, disconnect, deadline) cancels the generation and the
-tool calls in flight.
+tool calls in flight. Each part's event generator is closed (``aclosing``) by
+the task that iterates it, whichever way the turn ends: its spans end and its
+engine request is aborted there, not later in a garbage collector's task.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -46,7 +49,7 @@ from services.router.sessions import Session, SessionStore
 from services.router.tool_round import ToolResults, ToolRound
 from services.router.tools_link import ToolsLink
 from services.router.turn_progress import TurnProgress
-from services.runtime.errors import NotFound, Unavailable
+from services.runtime.errors import AlreadyExists, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ class LoopSettings:
     history_keep: float = 0.5
     plan_max_tokens: int = 160
     answer_max_tokens: int = 256
+    #: repetition_penalty of an answer without tool results, unless the turn sets one (1: none).
+    answer_repetition_penalty: float = 1.0
     tool_timeout_s: float = 10.0
     #: Open the answer with the tools' own summaries of their results.
     answer_opening: bool = True
@@ -100,6 +105,7 @@ class AgentLoop:
             generator,
             max_tokens=settings.answer_max_tokens,
             opening=settings.answer_opening,
+            repetition_penalty=settings.answer_repetition_penalty,
             metrics=metrics,
             tracer=self._tracer,
         )
@@ -134,27 +140,32 @@ class AgentLoop:
                 for event in replay(recorded):
                     yield event
                 return
-            async for event in self._run_turn(req, session, progress):
-                yield event
+            async with contextlib.aclosing(self._run_turn(req, session, progress)) as events:
+                async for event in events:
+                    yield event
 
     async def _load_or_create(self, req: TurnRequest, turn_id: str) -> Session:
-        """The session to continue; a new one for an empty id (or ``create_session``), else NotFound.
+        """The session to continue, else NotFound; a new one for an empty id, or for ``create_session`` (the
+        client's id: AlreadyExists if the tenant has it, unless this turn id created it — a retry).
 
         A new session is stored before the turn runs, so a retry after this router dies finds it.
         """
         sid = req.start.session_id
         system_prompt = req.start.system_prompt or DEFAULT_SYSTEM_PROMPT
         if not sid:
-            return await self._sessions.create(req.tenant, uuid.uuid4().hex, system_prompt)
+            return await self._sessions.create(req.tenant, uuid.uuid4().hex, system_prompt, created_by=turn_id)
+        if req.start.create_session:
+            created = await self._sessions.create(req.tenant, sid, system_prompt, created_by=turn_id)
+            if created.created_by != turn_id:
+                raise AlreadyExists(f"session {sid} already exists; continue it without create_session")
+            return created
         session = await self._sessions.load(req.tenant, sid, turn_id)
-        if session is not None:
-            return session
-        if not req.start.create_session:
+        if session is None:
             raise NotFound(
                 f"session {sid} not found (unknown or expired); send an empty session_id, "
                 "or set create_session, to start one"
             )
-        return await self._sessions.create(req.tenant, sid, system_prompt)
+        return session
 
     async def _run_turn(
         self, req: TurnRequest, session: Session, progress: TurnProgress
@@ -169,8 +180,9 @@ class AgentLoop:
         history = render_history(past, cut, first=session.first_turn)
         session.omitted = cut
         tools = ToolResults()
-        async for event in self._use_tools(start, session, progress, record, tools):
-            yield event
+        async with contextlib.aclosing(self._use_tools(start, session, progress, record, tools)) as events:
+            async for event in events:
+                yield event
         done: GenerationDone | None = None
         answer = self._answerer.stream(
             start,
@@ -179,11 +191,12 @@ class AgentLoop:
             history=history,
             tools=tools,
         )
-        async for piece in answer:
-            if isinstance(piece, GenerationDone):
-                done = piece
-            else:
-                yield piece
+        async with contextlib.aclosing(answer):
+            async for piece in answer:
+                if isinstance(piece, GenerationDone):
+                    done = piece
+                else:
+                    yield piece
         if done is None:  # the answer always ends with done; a bug otherwise
             raise RuntimeError("answer ended without a result")
         await self._record(session, record, progress, done)
@@ -220,11 +233,12 @@ class AgentLoop:
         while calls and p.rounds < max_rounds:
             p.rounds += 1
             t0 = time.perf_counter()
-            async for event in self._round.run(calls, p.rounds, record, out):
-                yield event
+            async with contextlib.aclosing(self._round.run(calls, p.rounds, record, out)) as events:
+                async for event in events:
+                    yield event
             p.tools_s += time.perf_counter() - t0
             done_calls |= {(c.name, c.arguments_json) for c in calls}
-            if self._planner.selection_mode != "llm" or p.rounds >= max_rounds:
+            if not self._planner.replans or p.rounds >= max_rounds:
                 break
             t0 = time.perf_counter()
             calls = await self._planner.replan(specs, turn, results_text(out.results, out.arguments), p.counters)

@@ -16,6 +16,7 @@ consumer cancels the generation (its engine request is aborted).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncGenerator
 
@@ -24,16 +25,21 @@ from opentelemetry import trace
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.convert import text_delta
-from services.router.generation import GenerationDone, GenerationSpec, Generator
+from services.router.generation import GenerationDone, GenerationSpec, Generator, annotate
 from services.router.metrics import RouterMetrics
-from services.router.planning import annotate
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
 from services.router.tool_round import ToolResults
 from services.router.turn_progress import TurnProgress
 
 
 class Answerer:
-    """Writes turns' answers with ``generator``; ``max_tokens`` unless the turn asks, the opening if enabled."""
+    """Writes turns' answers with ``generator``; ``max_tokens`` unless the turn asks, the opening if enabled.
+
+    An answer without tool results (plain chat) gets ``repetition_penalty`` unless the turn sets one: greedy
+    decoding on a small model echoes the message, recites the system prompt or loops without it (EVAL.md's
+    chat section measures it). An answer over tool results gets none: the penalty weighs on the prompt's
+    tokens too, and such an answer should repeat the tools' numbers.
+    """
 
     def __init__(
         self,
@@ -41,12 +47,14 @@ class Answerer:
         *,
         max_tokens: int,
         opening: bool,
+        repetition_penalty: float = 1.0,
         metrics: RouterMetrics | None = None,
         tracer: trace.Tracer | None = None,
     ) -> None:
         self._generator = generator
         self._max_tokens = max_tokens
         self._opening = opening
+        self._repetition_penalty = repetition_penalty
         self._metrics = metrics
         self._tracer = tracer or trace.get_tracer("agentmesh.router")
 
@@ -73,7 +81,7 @@ class Answerer:
         with self._tracer.start_as_current_span("agent.answer") as span:
             spec = GenerationSpec(
                 messages,
-                self._sampling(start.sampling),
+                self._sampling(start.sampling, plain=not results),
                 start.priority or common_pb2.PRIORITY_P1,
                 sampling_field="start_turn.sampling",
                 continue_final=bool(opening),
@@ -82,15 +90,16 @@ class Answerer:
                 p.ttft_s = self._first_token(p.started)
                 answer.append(opening)
                 yield text_delta(p.turn_id, opening)
-            async for piece in self._generator.stream(spec):
-                p.answering_s = time.perf_counter() - t0
-                if piece.text:
-                    if not answer:
-                        p.ttft_s = self._first_token(p.started)
-                    answer.append(piece.text)
-                    yield text_delta(p.turn_id, piece.text)
-                if piece.done is not None:
-                    done = piece.done
+            async with contextlib.aclosing(self._generator.stream(spec)) as pieces:
+                async for piece in pieces:
+                    p.answering_s = time.perf_counter() - t0
+                    if piece.text:
+                        if not answer:
+                            p.ttft_s = self._first_token(p.started)
+                        answer.append(piece.text)
+                        yield text_delta(p.turn_id, piece.text)
+                    if piece.done is not None:
+                        done = piece.done
             if done is None:  # the generator always ends with done; a bug otherwise
                 raise RuntimeError("generation ended without a result")
             annotate(span, done)
@@ -99,14 +108,17 @@ class Answerer:
         p.answer_prompt = []  # counted exactly now
         yield done
 
-    def _sampling(self, requested: common_pb2.SamplingParams) -> common_pb2.SamplingParams:
-        """The turn's sampling, greedy and ``max_tokens`` long unless it says otherwise."""
+    def _sampling(self, requested: common_pb2.SamplingParams, *, plain: bool) -> common_pb2.SamplingParams:
+        """The turn's sampling, greedy and ``max_tokens`` long unless it says otherwise; a ``plain`` answer (no
+        tool results) with the plain-chat repetition penalty unless it sets its own."""
         sampling = common_pb2.SamplingParams()
         sampling.CopyFrom(requested)
         if not sampling.HasField("temperature"):
             sampling.temperature = 0.0
         if not sampling.HasField("max_tokens"):
             sampling.max_tokens = self._max_tokens
+        if plain:
+            default_repetition_penalty(sampling, self._repetition_penalty)
         return sampling
 
     def _first_token(self, turn_start: float) -> float:
@@ -114,3 +126,9 @@ class Answerer:
         if self._metrics is not None:
             self._metrics.ttft.observe(ttft)
         return ttft
+
+
+def default_repetition_penalty(sampling: common_pb2.SamplingParams, penalty: float) -> None:
+    """Give ``sampling`` the plain-chat ``penalty`` unless it names its own (1 leaves it unset: none)."""
+    if not sampling.HasField("repetition_penalty") and penalty != 1.0:
+        sampling.repetition_penalty = penalty

@@ -18,15 +18,14 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from services.router.agent_loop import AgentLoop, LoopSettings
 from services.router.config import RouterConfig
-from services.router.embedding import Embedder, MiniLmEmbedder
 from services.router.generation import Generator
 from services.router.metrics import RouterMetrics
 from services.router.picker import Picker, make_picker
 from services.router.planning import Planner
+from services.router.planning.embedding import Embedder, MiniLmEmbedder
 from services.router.relay import SERVICE_NAME as RELAY_SERVICE
 from services.router.relay import RelayServicer
 from services.router.replicas import ReplicaSet
-from services.router.selector import SelectorSettings, ToolSelector
 from services.router.servicer import AgentServicer
 from services.router.sessions import SessionStore
 from services.router.tools_link import ToolsLink
@@ -105,19 +104,10 @@ def build_router(
         share_prefix_cache=config.share_prefix_cache,
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("agentmesh.router")
-    selector = None
-    if config.tool_selection == "embedding":
+    planning = config.planning()
+    if planning.embeds:
         embedder = embedder or MiniLmEmbedder()
-        settings = SelectorSettings(
-            choose=config.selector_choose,
-            reject=config.selector_reject,
-            margin=config.selector_margin,
-            overrule=config.selector_overrule,
-            pin_lead=config.selector_pin_lead,
-            band_confidence=config.selector_band_confidence,
-        )
-        selector = ToolSelector(embedder, settings)
-    planner = Planner(generator, selector, metrics=router_metrics, tracer=tracer)
+    planner = Planner(generator, planning, embedder if planning.embeds else None, metrics=router_metrics, tracer=tracer)
     loop = AgentLoop(
         generator,
         tools,
@@ -128,13 +118,20 @@ def build_router(
             history_budget_tokens=config.history_budget_tokens,
             history_keep=config.history_keep,
             answer_max_tokens=config.answer_max_tokens,
+            answer_repetition_penalty=config.answer_repetition_penalty,
             tool_timeout_s=config.tool_timeout_s,
             answer_opening=config.answer_opening,
         ),
         metrics=router_metrics,
         tracer=tracer,
     )
-    servicer = AgentServicer(loop, generator, sessions, max_output_tokens=config.max_output_tokens)
+    servicer = AgentServicer(
+        loop,
+        generator,
+        sessions,
+        max_output_tokens=config.max_output_tokens,
+        repetition_penalty=config.answer_repetition_penalty,
+    )
     relay = RelayServicer(servicer.complete_events, metrics=metrics, tracer_provider=tracer_provider)
     return Router(servicer, replicas, tools, generator, loop, router_metrics, relay, embedder)
 

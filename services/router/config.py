@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.router.planning.settings import PlanningSettings, SelectorSettings
 from services.runtime.config import ConfigError, RedisConfig, fraction, non_negative, opt, port, positive
 
 
@@ -43,6 +44,12 @@ class RouterConfig(RedisConfig):
     )
     max_tool_rounds: int = opt(2, "default plan→act rounds per turn", check=positive)
     answer_max_tokens: int = opt(256, "default max_tokens of an answer", check=positive)
+    answer_repetition_penalty: float = opt(
+        1.15,
+        "default repetition_penalty of answers without tool results (turns that call no tool, Complete): greedy "
+        "decoding on a small model echoes and loops on plain chat without one (EVAL.md, chat); 1: none",
+        check=positive,
+    )
     max_output_tokens: int = opt(1024, "largest max_tokens a client may ask for", check=positive)
     response_cache_ttl_s: float = opt(
         600.0, "seconds a deterministic response stays cached (0 disables)", check=non_negative
@@ -82,6 +89,21 @@ class RouterConfig(RedisConfig):
         "(a candidate tool or no tool) without a generation; 0: the generation decides every ambiguous message",
         check=non_negative,
     )
+    selector_described_choose: float = opt(
+        0.45,
+        "embedding selector: --selector-choose for a tool that brings no example requests (described only)",
+        check=non_negative,
+    )
+    selector_described_reject: float = opt(
+        0.25,
+        "embedding selector: --selector-reject for a tool that brings no example requests (described only)",
+        check=non_negative,
+    )
+    judges: tuple[str, ...] = opt(
+        (),
+        "the planning judges in order, comma-separated, from similarity, schema, classifier, llm "
+        "(default: the --tool-selection mode's chain)",
+    )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
     share_prefix_cache: bool = opt(
         False, "share replicas' prefix caches across tenants (default: salted per tenant; see SECURITY.md)"
@@ -90,11 +112,23 @@ class RouterConfig(RedisConfig):
     def validate(self) -> None:
         if not self.inference:
             raise ConfigError("--inference: at least one inference replica is required")
-        if not self.selector_reject <= self.selector_choose <= 1.0:
-            raise ConfigError("--selector-reject and --selector-choose: need reject <= choose <= 1")
-        if self.selector_overrule < self.selector_margin:
-            raise ConfigError("--selector-overrule: must be at least --selector-margin")
-        if self.selector_pin_lead > self.selector_overrule:
-            raise ConfigError("--selector-pin-lead: must be at most --selector-overrule")
-        if not (self.selector_band_confidence == 0 or 0.5 <= self.selector_band_confidence <= 1.0):
-            raise ConfigError("--selector-band-confidence: must be 0 (off) or between 0.5 and 1")
+        try:
+            self.planning()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def planning(self) -> PlanningSettings:
+        """The planning settings these flags name (validated there, once)."""
+        selector = SelectorSettings(
+            choose=self.selector_choose,
+            reject=self.selector_reject,
+            margin=self.selector_margin,
+            overrule=self.selector_overrule,
+            pin_lead=self.selector_pin_lead,
+            band_confidence=self.selector_band_confidence,
+            described_choose=self.selector_described_choose,
+            described_reject=self.selector_described_reject,
+        )
+        if self.judges:
+            return PlanningSettings(judges=self.judges, selector=selector)
+        return PlanningSettings.for_mode(self.tool_selection, selector=selector)

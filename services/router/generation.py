@@ -36,6 +36,8 @@ import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
+from opentelemetry import trace
+
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2
 from services.router.metrics import RouterMetrics
@@ -132,6 +134,9 @@ class Generator:
             "seed": s.seed if s.HasField("seed") else None,
             "stop": list(s.stop),
         }
+        for penalty in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
+            if s.HasField(penalty):  # only when set: the keys of requests without penalties stay as they were
+                sampling[penalty] = getattr(s, penalty)
         messages = [list(m) for m in spec.messages]
         return cache_key("response", current_tenant(), self._model_id, messages, sampling, spec.json_schema)
 
@@ -176,8 +181,9 @@ class Generator:
             parts = [] if buffered else seen
             tokens = 0
             submit = self._submit(spec, "".join(seen), seen_tokens)
+            deltas = link.generate(submit)
             try:
-                async for delta in link.generate(submit):
+                async for delta in deltas:
                     text = delta.text
                     if text:
                         parts.append(text)
@@ -225,6 +231,8 @@ class Generator:
                 log.warning("generation failed on %s (%s); failing over (%s)", link.target, exc.message, kind)
                 if self._metrics is not None:
                     self._metrics.failovers.labels(kind).inc()
+            finally:
+                await deltas.aclose()  # the request is released here, however it ended (or the consumer left)
         where = " in the middle of the answer" if seen else ""
         raise Unavailable(
             f"every inference replica failed{where}; last error: {last_error or 'none available'}",
@@ -294,3 +302,12 @@ class Generator:
         if code.name == "RESOURCE_EXHAUSTED":
             raise ResourceExhausted("the inference engine is overloaded", retry_after_s=1.0)
         raise AgentMeshError(f"generation failed: {error.message}")
+
+
+def annotate(span: trace.Span, done: GenerationDone) -> None:
+    """Where a generation ran and what it cost, on its span."""
+    span.set_attribute("agentmesh.replica", done.replica)
+    span.set_attribute("agentmesh.replica_reason", done.reason)
+    span.set_attribute("agentmesh.cached_prompt_tokens", done.usage.cached_prompt_tokens)
+    span.set_attribute("agentmesh.response_cached", done.cached)
+    span.set_attribute("agentmesh.failovers", done.failovers)

@@ -47,7 +47,7 @@ class TurnRecord:
         return tuple((name, args) for name, args in self._ok_objects("arguments_json"))
 
     def single_result(self) -> str:
-        """The number the turn's one successful call returned as its ``result`` (calculator, unit_convert);
+        """The number the turn's one successful call returned as its ``result`` (an arithmetic or a conversion tool's);
         "" when none or several did, since which one "that result" means is then not ours to guess."""
         found = [
             out["result"]

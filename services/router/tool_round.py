@@ -21,7 +21,7 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
 from services.router.convert import finished_event, record_result, started_event
 from services.router.metrics import RouterMetrics
-from services.router.planner import PlannedCall
+from services.router.planning.inputs import PlannedCall
 from services.router.session_records import ToolRecord, TurnRecord
 from services.router.tools_link import ToolsLink
 from services.runtime.deadline import Deadline

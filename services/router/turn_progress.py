@@ -18,8 +18,26 @@ from dataclasses import dataclass, field
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.planning import TurnCounters
+from services.router.generation import GenerationDone
+from services.router.metrics import RouterMetrics
 from services.router.prompt import Message, estimate_tokens
+
+
+@dataclass
+class TurnCounters:
+    """What a turn's generations cost, summed over choose, fill and answer."""
+
+    usage: common_pb2.Usage = field(default_factory=common_pb2.Usage)
+    generations: int = 0
+
+    def add(self, done: GenerationDone, metrics: RouterMetrics | None) -> None:
+        self.generations += 1
+        self.usage.prompt_tokens += done.usage.prompt_tokens
+        self.usage.completion_tokens += done.usage.completion_tokens
+        self.usage.cached_prompt_tokens += done.usage.cached_prompt_tokens
+        if metrics is not None:
+            metrics.prompt_tokens.inc(done.usage.prompt_tokens)
+            metrics.cached_prompt_tokens.inc(done.usage.cached_prompt_tokens)
 
 
 @dataclass

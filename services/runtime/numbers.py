@@ -1,8 +1,16 @@
-"""Numbers as people write them, for the one-sentence summaries tools give of their results."""
+"""The one number grammar: numbers as people write them, in digits and in words, read and written back.
+
+Shared by the tools (a summary's "1081", the calculator reading "twelve") and the
+router's planning (grounding, copy shapes), so the facts live in one place.
+"""
 
 from __future__ import annotations
 
 import re
+
+#: A number written in digits: "1,234", "12.5", "-3", "15%" (group 1 holds the percent sign); not part of a word
+#: or of a longer decimal.
+WRITTEN_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(%?)")
 
 
 def significant(value: float, digits: int = 10) -> str:

@@ -18,7 +18,7 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
-from services.router.embedding import MiniLmEmbedder
+from services.router.planning.embedding import MiniLmEmbedder
 from services.tools.registry import ToolDefinition, ToolExample
 
 NONE = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_NONE)

@@ -667,7 +667,7 @@ def test_an_average_of_nothing_and_a_count_with_no_fixed_value_are_clear_errors(
     ],
 )
 def test_numbers_written_in_words_are_read_whole(text: str, found: list[int]) -> None:
-    from services.tools.numbers import worded_numbers, words_to_digits
+    from services.runtime.numbers import worded_numbers, words_to_digits
 
     assert [v for _, _, v in worded_numbers(text)] == found
     assert words_to_digits("what is twelve times eleven?") == "what is 12 times 11?"

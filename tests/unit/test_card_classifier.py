@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pytest
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.card_classifier import CardClassifier
-from services.router.embedding import Vectors
-from services.router.generation import Generator
-from services.router.planning import PlanInput, Planner, TurnCounters
-from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector
+from services.router.planning.card_classifier import CardClassifier
+from services.router.planning.embedding import Vectors
+from services.router.planning.inputs import PlanInput
+from services.router.planning.judges import Decision
+from services.router.planning.settings import SelectorSettings
+from services.router.turn_progress import TurnCounters
 from services.tools.builtin import clock
 from services.tools.convert import spec_to_proto
-from tests.unit.test_tool_selection import NO_TOOL, SPECS, BagOfWords
+from tests.support.planning import BagOfWords, Selector, band, planner_with
+from tests.unit.test_tool_selection import NO_TOOL, SPECS
 
 
 def _unit(rows: list[list[float]]) -> Vectors:
@@ -42,40 +44,28 @@ def test_the_classifier_is_sure_deep_in_a_class_and_unsure_between_classes() -> 
 
 
 async def test_the_selector_judges_an_ambiguous_message_with_the_classifier_fitted_on_its_cards() -> None:
-    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.9, reject=0.1, margin=0.05), NO_TOOL)
+    s = Selector(BagOfWords(), SelectorSettings(choose=0.9, reject=0.1, margin=0.05), NO_TOOL)
     await s.load(SPECS)
     selection = await s.select("is the weather nice")
     assert selection.decision is Decision.AMBIGUOUS
     assert selection.judged[0] == "weather" and 0.5 < selection.judged[1] <= 1.0
-    assert selection.confidently_judged(selection.judged[1]) == "weather"
-    assert selection.confidently_judged(0) is None  # 0: off
-    assert Selection(Decision.AMBIGUOUS, judged=("", 0.95)).confidently_judged(0.9) == ""  # sure of no tool
 
 
 def test_band_confidence_is_off_or_a_probability_above_one_half() -> None:
     assert SelectorSettings(band_confidence=0).band_confidence == 0
     for bad in (0.3, 1.5, -1.0):
-        with pytest.raises(ValueError, match="band confidence"):
+        with pytest.raises(ValueError, match="band-confidence"):
             SelectorSettings(band_confidence=bad)
 
 
-class _Judged:
-    """A selector whose band verdict is fixed: ambiguous between the clock and no tool, judged as given."""
-
-    def __init__(self, judged: tuple[str, float], confidence: float = 0.9) -> None:
-        self.settings = SelectorSettings(band_confidence=confidence)
-        self._judged = judged
-
-    async def select(self, message: str, *, previous_message: str = "") -> Selection:
-        return Selection(
-            Decision.AMBIGUOUS, candidates=("clock",), scores={"clock": 0.4}, none_score=0.39, judged=self._judged
-        )
-
-    def shares_intent(self, tool: str, text: str) -> bool:
-        return False
-
-    async def nearest(self, text: str, examples: list[object], k: int) -> list[object]:
-        return examples[-k:]
+def _judged(judged: tuple[str, float], confidence: float = 0.9) -> object:
+    """A planner whose band verdict is fixed: ambiguous between the clock and no tool, judged as given."""
+    return planner_with(
+        _NoModel(),
+        band("clock", scores={"clock": 0.4}, none_score=0.39),
+        settings=SelectorSettings(band_confidence=confidence),
+        judged=judged,
+    )
 
 
 class _NoModel:
@@ -89,26 +79,28 @@ ASK = PlanInput("Would my sister in Seoul be having dinner around now?", "auto",
 
 async def test_a_confident_verdict_decides_the_band_with_no_generation() -> None:
     specs = [spec_to_proto(clock.make_tool())]
-    tool = Planner(cast(Generator, _NoModel()), cast(ToolSelector, _Judged(("clock", 0.95))))
+    tool = cast(Any, _judged(("clock", 0.95)))
     plan = await tool.plan(specs, ASK, TurnCounters())
     # The clock's place is copied from the message (one place, one choice): filled with no generation either.
     assert [(c.name, c.arguments) for c in plan.calls] == [("clock", {"timezone": "Seoul"})]
     assert plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
-    none = Planner(cast(Generator, _NoModel()), cast(ToolSelector, _Judged(("", 0.97))))
+    none = cast(Any, _judged(("", 0.97)))
     plan = await none.plan(specs, ASK, TurnCounters())
     assert plan.calls == [] and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
 
 
 @pytest.mark.parametrize(
-    "selector",
+    ("judged", "confidence"),
     [
-        _Judged(("clock", 0.7)),  # unsure
-        _Judged(("clock", 0.95), confidence=0),  # the judge is off
-        _Judged(("kb_search", 0.99)),  # sure of a tool that is not a candidate
+        (("clock", 0.7), 0.9),  # unsure
+        (("clock", 0.95), 0),  # the judge is off
+        (("kb_search", 0.99), 0.9),  # sure of a tool that is not a candidate
     ],
 )
-async def test_an_unsure_or_off_verdict_leaves_the_band_to_the_generation(selector: _Judged) -> None:
+async def test_an_unsure_or_off_verdict_leaves_the_band_to_the_generation(
+    judged: tuple[str, float], confidence: float
+) -> None:
     specs = [spec_to_proto(clock.make_tool())]
-    planner = Planner(cast(Generator, _NoModel()), cast(ToolSelector, selector))
+    planner = cast(Any, _judged(judged, confidence))
     with pytest.raises(AssertionError, match="no generation expected"):
         await planner.plan(specs, ASK, TurnCounters())

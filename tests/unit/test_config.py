@@ -84,6 +84,15 @@ def test_config_is_frozen() -> None:
             ["--selector-margin", "0.1", "--selector-overrule", "0.05"],
             "--selector-overrule: must be at least --selector-margin",
         ),
+        (
+            ["--judges", "similarity,magic"],
+            "--judges: unknown judge 'magic'; known: similarity, schema, classifier, llm",
+        ),
+        (["--judges", "llm,similarity"], "--judges: llm decides whatever is left, so it must come last"),
+        (
+            ["--judges", "classifier,llm"],
+            "--judges: classifier judges the similarity judge's band, so similarity must run",
+        ),
     ],
 )
 def test_router_tool_selection_settings_are_checked(argv: list[str], message: str) -> None:
@@ -91,3 +100,12 @@ def test_router_tool_selection_settings_are_checked(argv: list[str], message: st
         load_config(RouterConfig, argv, {})
     assert str(err.value) == message
     assert load_config(RouterConfig, ["--tool-selection", "llm"], {}).tool_selection == "llm"
+
+
+def test_the_judge_chain_comes_from_config_and_the_mode_is_a_chain() -> None:
+    assert load_config(RouterConfig, [], {}).planning().judges == ("similarity", "schema", "classifier", "llm")
+    assert load_config(RouterConfig, ["--tool-selection", "llm"], {}).planning().judges == ("llm",)
+    custom = load_config(RouterConfig, ["--judges", "similarity,classifier"], {}).planning()
+    assert custom.judges == ("similarity", "classifier") and custom.embeds
+    env = load_config(RouterConfig, [], {"AGENTMESH_ROUTER_JUDGES": "similarity,llm"}).planning()
+    assert env.judges == ("similarity", "llm")

@@ -4,67 +4,31 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
-from services.router.intent_words import words
-from services.router.planner import applies, copy_constrained, pinned, spans, unmentioned
-from services.router.planning import PlanInput, Planner, TurnCounters
-from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector
-from services.router.session_records import ToolRecord, TurnRecord
+from services.router.planning.copying import applies, copy_constrained, pinned, spans, unmentioned
+from services.router.planning.inputs import restated
+from services.router.session_records import ToolRecord
+from services.router.turn_progress import TurnCounters
+from services.runtime.language import ENGLISH
 from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto
+from tests.support.planning import FixedIndex, Scripted, band, chose, filler, planner_with, record, turn
 
 OK = common_pb2.TOOL_CALL_STATUS_OK
-
-
-class Scripted:
-    """Answers every generation with the next scripted text; keeps the specs it was asked."""
-
-    def __init__(self, *texts: str) -> None:
-        self.texts = list(texts)
-        self.asked: list[GenerationSpec] = []
-
-    async def stream(self, spec: GenerationSpec) -> AsyncIterator[GenerationEvent]:
-        self.asked.append(spec)
-        done = GenerationDone(common_pb2.Usage(), common_pb2.FINISH_REASON_STOP, 0.0, "r0", "test")
-        yield GenerationEvent(text=self.texts.pop(0), done=done)
-
-
-def planner(gen: Scripted) -> Planner:
-    return Planner(cast(Generator, gen), None)
 
 
 SPECS = [spec_to_proto(t) for t in (calculator.TOOL, clock.make_tool(), unit_convert.TOOL, kb_search.make_tool())]
 
 
-def turn(message: str, last: TurnRecord | None = None) -> PlanInput:
-    return PlanInput(
-        message=message,
-        mode="auto",
-        named_tool="",
-        priority=common_pb2.PRIORITY_P1,
-        previous_message=last.user_message if last else "",
-        previous_answer=last.answer if last else "",
-        previous_calls=last.successful_calls() if last else (),
-        previous_result=last.single_result() if last else "",
-    )
-
-
-def record(message: str, answer: str, tool: str, arguments: dict[str, Any], output: dict[str, Any]) -> TurnRecord:
-    call = ToolRecord("c1", tool, json.dumps(arguments), status=OK, output_json=json.dumps(output))
-    return TurnRecord(turn_id="t1", user_message=message, answer=answer, tool_calls=[call])
-
-
 async def test_a_fill_the_grammar_leaves_one_choice_for_runs_no_generation() -> None:
     gen = Scripted()
     counters = TurnCounters()
-    calls = await planner(gen).fill(SPECS, ["kb_search", "clock"], {}, turn("What time is it in Lisbon?"), counters)
+    calls = await filler(gen).fill(SPECS, ["kb_search", "clock"], {}, turn("What time is it in Lisbon?"), counters)
     assert [(c.name, c.arguments) for c in calls] == [
         ("kb_search", {"query": "What time is it in Lisbon"}),
         ("clock", {"timezone": "Lisbon"}),
@@ -75,7 +39,7 @@ async def test_a_fill_the_grammar_leaves_one_choice_for_runs_no_generation() -> 
 async def test_that_result_is_read_as_the_previous_number_and_then_the_message_stands_alone() -> None:
     last = record("What is 50*4?", "50*4 = 200.", "calculator", {"expression": "50*4"}, {"result": 200})
     gen = Scripted('{"expression":"200/8"}')
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Now split that by 8.", last), TurnCounters())
+    calls = await filler(gen).fill(SPECS, ["calculator"], {}, turn("Now split that by 8.", last), TurnCounters())
     assert calls[0].arguments == {"expression": "200/8"}  # 200 is grounded by the earlier turn
     prompt = [m.content for m in gen.asked[0].messages]
     assert prompt[-1] == "Now split 200 by 8."  # the reference resolved before the model reads it
@@ -87,45 +51,39 @@ async def test_a_fraction_of_that_result_is_copied_without_a_generation() -> Non
     last = record("What is 250*4?", "250*4 = 1000.", "calculator", {"expression": "250*4"}, {"result": 1000})
     counters = TurnCounters()
     message = turn("ok now take a fifth of that", last)
-    calls = await planner(Scripted()).fill(SPECS, ["calculator"], {}, message, counters)
+    calls = await filler(Scripted()).fill(SPECS, ["calculator"], {}, message, counters)
     assert calls[0].arguments == {"expression": "a fifth of 1000"} and counters.generations == 0
     assert calculator.evaluate("a fifth of 1000") == 200
 
 
 def test_that_price_is_the_previous_number_too() -> None:
-    from services.router.planning import _THAT_RESULT
-
-    assert _THAT_RESULT.sub("0.75", "What would 100 of them cost at that price?") == (
+    assert ENGLISH.with_previous_result("What would 100 of them cost at that price?", "0.75") == (
         "What would 100 of them cost at 0.75?"
     )
 
 
 def test_what_time_is_it_is_not_a_reference_to_a_number() -> None:
-    from services.router.planning import _THAT_RESULT
-
-    assert _THAT_RESULT.sub("144", "What time is it?") == "What time is it?"
-    assert _THAT_RESULT.sub("144", "Double it.") == "Double 144."
+    assert ENGLISH.with_previous_result("What time is it?", "144") == "What time is it?"
+    assert ENGLISH.with_previous_result("Double it.", "144") == "Double 144."
 
 
 def test_a_bare_number_follow_up_is_the_previous_ask_with_that_number() -> None:
-    from services.router.planning import restated
-
     last = record("Convert 20 celsius to fahrenheit", "20 °C = 68 °F.", "unit_convert", {}, {"result": 68})
-    again = restated(turn("And 30?", last))
+    again = restated(turn("And 30?", last), ENGLISH)
     assert again.message == "Convert 30 celsius to fahrenheit"
     assert (again.previous_message, again.previous_calls, again.previous_result) == ("", (), "")  # it stands alone
-    assert restated(turn("What about -4.5?", last)).message == "Convert -4.5 celsius to fahrenheit"
+    assert restated(turn("What about -4.5?", last), ENGLISH).message == "Convert -4.5 celsius to fahrenheit"
     two = record("What is 12*12?", "144", "calculator", {}, {"result": 144})
-    assert restated(turn("And 13?", two)).message == "And 13?"  # which number it replaces is not ours to guess
-    assert restated(turn("And 30 kg?", last)).message == "And 30 kg?"  # more than a number: planned as it came
-    assert restated(turn("And 30?")).message == "And 30?"  # no earlier turn
+    assert restated(turn("And 13?", two), ENGLISH).message == "And 13?"  # which number it replaces is not ours to guess
+    assert restated(turn("And 30 kg?", last), ENGLISH).message == "And 30 kg?"  # more than a number: planned as it came
+    assert restated(turn("And 30?"), ENGLISH).message == "And 30?"  # no earlier turn
 
 
 async def test_a_follow_up_of_the_same_tool_may_copy_from_the_turn_it_follows() -> None:
     last = record("How many pounds is 2 kg?", "2 kg = 4.40925 lb.", "unit_convert", {}, {"result": 4.40925})
     last.tool_calls[0].arguments_json = json.dumps({"quantity": "2 kg", "to_unit": "pounds"})
     gen = Scripted('{"quantity":"7 kg","to_unit":"pounds"}')
-    calls = await planner(gen).fill(SPECS, ["unit_convert"], {}, turn("What about 7 kg?", last), TurnCounters())
+    calls = await filler(gen).fill(SPECS, ["unit_convert"], {}, turn("What about 7 kg?", last), TurnCounters())
     assert calls[0].arguments == {"quantity": "7 kg", "to_unit": "pounds"}
     schema = json.loads(gen.asked[0].json_schema)
     assert "pounds" in schema["properties"]["to_unit"]["enum"]  # the unit asked for before is copyable
@@ -151,7 +109,7 @@ async def test_an_expression_the_message_holds_is_copied_without_a_generation() 
         ("Take 25 away from 300", "Take 25 away from 300"),  # and "25-300"
         ("Work out 7 times 8 minus 5, please", "7 times 8 minus 5"),
     ]:
-        calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn(message), counters)
+        calls = await filler(gen).fill(SPECS, ["calculator"], {}, turn(message), counters)
         assert [c.arguments for c in calls] == [{"expression": expression}]
         assert calculator.evaluate(expression) == {"5 to the power of 3": 125, "7 times 8 minus 5": 51}.get(
             expression, 275
@@ -162,12 +120,12 @@ async def test_an_expression_the_message_holds_is_copied_without_a_generation() 
 async def test_an_expression_is_composed_when_the_message_does_not_hold_it_as_written() -> None:
     # "(12 + 8) * 3" is copied with its parentheses, which balance; "2*(3+4" holds none that do.
     gen = Scripted('{"expression":"2*(3+4)"}', '{"expression":"4*3.75+2.50"}')
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("calculate (12 + 8) * 3"), TurnCounters())
+    calls = await filler(gen).fill(SPECS, ["calculator"], {}, turn("calculate (12 + 8) * 3"), TurnCounters())
     assert calls[0].arguments == {"expression": "(12 + 8) * 3"} and gen.asked == []
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("what's 2*(3+4"), TurnCounters())
+    calls = await filler(gen).fill(SPECS, ["calculator"], {}, turn("what's 2*(3+4"), TurnCounters())
     assert calls[0].arguments == {"expression": "2*(3+4)"} and len(gen.asked) == 1
     message = "I got 4 coffees at $3.75 each and a muffin for $2.50. What did I spend?"
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn(message), TurnCounters())
+    calls = await filler(gen).fill(SPECS, ["calculator"], {}, turn(message), TurnCounters())
     assert calls[0].arguments == {"expression": "4*3.75+2.50"} and len(gen.asked) == 2
 
 
@@ -181,38 +139,8 @@ def test_a_span_keeps_parentheses_only_when_they_balance_inside_it() -> None:
 async def test_an_earlier_expression_is_never_copied_as_this_turns() -> None:
     last = record("What is 50*4?", "50*4 = 200.", "calculator", {"expression": "50*4"}, {"result": 200})
     gen = Scripted('{"expression":"200/8"}')
-    calls = await planner(gen).fill(SPECS, ["calculator"], {}, turn("Share that among 8 people", last), TurnCounters())
+    calls = await filler(gen).fill(SPECS, ["calculator"], {}, turn("Share that among 8 people", last), TurnCounters())
     assert calls[0].arguments == {"expression": "200/8"} and len(gen.asked) == 1  # not "50*4" from the earlier turn
-
-
-class Band:
-    """A selector stand-in that finds every message ambiguous between ``candidates`` (scored ``scores``, the
-    no-tool side ``none_score``)."""
-
-    settings = SelectorSettings()
-
-    def __init__(
-        self,
-        *candidates: str,
-        scores: dict[str, float] | None = None,
-        none_score: float = 0.0,
-        intents: dict[str, frozenset[str]] | None = None,
-    ) -> None:
-        self.candidates = candidates
-        self.scores = scores or {}
-        self.none_score = none_score
-        self.intents = intents or {}
-
-    def shares_intent(self, tool: str, text: str) -> bool:
-        return bool(words(text) & self.intents.get(tool, frozenset()))
-
-    async def select(self, message: str, *, previous_message: str = "") -> Selection:
-        return Selection(
-            Decision.AMBIGUOUS, candidates=self.candidates, scores=dict(self.scores), none_score=self.none_score
-        )
-
-    async def nearest(self, text: str, examples: list[tuple[str, Any]], k: int) -> list[tuple[str, Any]]:
-        return list(examples[-k:])
 
 
 @pytest.mark.parametrize(
@@ -228,8 +156,8 @@ async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
 ) -> None:
     gen = Scripted(decision)
     counters = TurnCounters()
-    band = Planner(cast(Generator, gen), cast(ToolSelector, Band("calculator", "clock")))
-    plan = await band.plan(SPECS, turn("How long is a week in hours?"), counters)
+    planner = planner_with(gen, band("calculator", "clock"))
+    plan = await planner.plan(SPECS, turn("How long is a week in hours?"), counters)
     assert [(c.name, c.arguments) for c in plan.calls] == planned
     assert counters.generations == 1 and plan.method == agent_pb2.TOOL_SELECTION_LLM
     options = json.loads(gen.asked[0].json_schema)["anyOf"]
@@ -247,9 +175,7 @@ async def test_an_ambiguous_message_holding_a_calculator_span_is_the_calculators
 ) -> None:
     gen = Scripted()  # any generation would fail: nothing is scripted
     counters = TurnCounters()
-    plan = await Planner(cast(Generator, gen), cast(ToolSelector, Band("calculator", "clock"))).plan(
-        SPECS, turn(message), counters
-    )
+    plan = await planner_with(gen, band("calculator", "clock")).plan(SPECS, turn(message), counters)
     assert [(c.name, c.arguments) for c in plan.calls] == [("calculator", {"expression": expression})]
     assert counters.generations == 0 and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
     assert calculator.evaluate(expression) in (10080, 132)
@@ -274,8 +200,8 @@ async def test_a_band_ask_well_ahead_that_names_its_one_argument_is_the_tools_wi
 ) -> None:
     gen = Scripted('{"tool":"none"}')  # what the band's generation says when asked
     counters = TurnCounters()
-    band = Band("clock", scores={"clock": 0.4 + lead}, none_score=0.4)
-    plan = await Planner(cast(Generator, gen), cast(ToolSelector, band)).plan(SPECS, turn(message), counters)
+    planner = planner_with(gen, band("clock", scores={"clock": 0.4 + lead}, none_score=0.4))
+    plan = await planner.plan(SPECS, turn(message), counters)
     assert [(c.name, c.arguments) for c in plan.calls] == planned
     decided_here = bool(planned)
     assert (counters.generations, plan.method) == (
@@ -301,8 +227,9 @@ async def test_a_band_ask_sharing_an_intent_word_needs_only_the_pin_lead(
 ) -> None:
     gen = Scripted('{"tool":"none"}')  # what the band's generation says when asked
     counters = TurnCounters()
-    band = Band("clock", scores={"clock": 0.4 + lead}, none_score=0.4, intents={"clock": frozenset({"now"})})
-    plan = await Planner(cast(Generator, gen), cast(ToolSelector, band)).plan(SPECS, turn(message), counters)
+    index = FixedIndex(intents={"clock": frozenset({"now"})})
+    planner = planner_with(gen, band("clock", scores={"clock": 0.4 + lead}, none_score=0.4), index)
+    plan = await planner.plan(SPECS, turn(message), counters)
     assert [(c.name, c.arguments) for c in plan.calls] == planned
     assert counters.generations == (0 if planned else 1)
 
@@ -326,7 +253,7 @@ def test_a_quantity_in_a_known_unit_is_preferred_and_an_unknown_unit_still_copie
 async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not() -> None:
     gen = Scripted('{"expression":"12*15"}')
     ask = turn("If I save $15 a week, how much after 12 weeks?")
-    await planner(gen).fill(SPECS, ["calculator"], {}, ask, TurnCounters())
+    await filler(gen).fill(SPECS, ["calculator"], {}, ask, TurnCounters())
     prop = json.loads(gen.asked[0].json_schema)["properties"]["expression"]
     assert re.search(prop["pattern"], "12*15") and re.search(prop["pattern"], "15*52")  # 52: weeks in a year
     assert not re.search(prop["pattern"], "12 weeks x $15 per week")  # what the 135M model wrote, unconstrained
@@ -344,24 +271,11 @@ async def test_a_composed_expression_is_held_to_notation_and_a_copied_one_is_not
     xgrammar.Grammar.from_json_schema(gen.asked[0].json_schema)  # the engine's grammar compiler takes it
 
 
-class Chose:
-    """A selector stand-in that chose ``tools`` from the clauses in ``segments`` (as a two-clause message does)."""
-
-    def __init__(self, segments: dict[str, str]) -> None:
-        self.segments = segments
-
-    async def select(self, message: str, *, previous_message: str = "") -> Selection:
-        return Selection(Decision.TOOLS, tools=tuple(self.segments), segments=dict(self.segments))
-
-    async def nearest(self, text: str, examples: list[tuple[str, Any]], k: int) -> list[tuple[str, Any]]:
-        return list(examples[-k:])
-
-
 async def test_a_tool_chosen_from_a_clause_without_its_quantity_fills_from_the_whole_message() -> None:
     message = "Bought a 2 litre bottle for the party, how many cups does that come to?"
     gen = Scripted()  # the grammar leaves one quantity and one unit: no generation
-    chose = Chose({"unit_convert": "how many cups does that come to"})
-    plan = await Planner(cast(Generator, gen), cast(ToolSelector, chose)).plan(SPECS, turn(message), TurnCounters())
+    planner = planner_with(gen, chose({"unit_convert": "how many cups does that come to"}))
+    plan = await planner.plan(SPECS, turn(message), TurnCounters())
     assert [(c.name, c.arguments) for c in plan.calls] == [("unit_convert", {"quantity": "2 litre", "to_unit": "cups"})]
     assert gen.asked == []
 
@@ -380,8 +294,8 @@ def test_a_conversion_needs_a_target_unit_of_its_own_not_the_quantitys() -> None
 async def test_a_clause_without_its_tools_target_unit_fills_from_the_whole_message() -> None:
     message = "Renting a car next week and the motorway signs say 130 km/h, what's that in mph?"
     gen = Scripted('{"quantity":"130 km/h","to_unit":"mph"}')
-    chose = Chose({"unit_convert": "the motorway signs say 130 km/h"})
-    plan = await Planner(cast(Generator, gen), cast(ToolSelector, chose)).plan(SPECS, turn(message), TurnCounters())
+    planner = planner_with(gen, chose({"unit_convert": "the motorway signs say 130 km/h"}))
+    plan = await planner.plan(SPECS, turn(message), TurnCounters())
     assert [(c.name, c.arguments) for c in plan.calls] == [("unit_convert", {"quantity": "130 km/h", "to_unit": "mph"})]
     to_unit = json.loads(gen.asked[0].json_schema)["properties"]["to_unit"]
     assert "mph" in to_unit["enum"] and "km/h" not in to_unit["enum"]

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2
-from services.router.grounding import ungrounded
 from services.router.picker import (
     LeastLoadedPicker,
     ReplicaPicker,
@@ -16,7 +15,8 @@ from services.router.picker import (
     placement_key,
     rendezvous_order,
 )
-from services.router.planner import by_similarity, choose_schema, fill_messages, parse_choice
+from services.router.planning.grounding import ungrounded
+from services.router.planning.prompts import by_similarity, choose_schema, fill_messages, parse_choice
 from services.router.prompt import Message, PastTurn, history_messages
 from services.router.replica_link import _LINK_DOWN, ReplicaLink, _merge
 from services.runtime.flush import next_tick

@@ -2,48 +2,32 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import cast
 
-import numpy as np
 import pytest
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.embedding import Vectors
-from services.router.generation import Generator
-from services.router.grounding import numbers_in, ungrounded
-from services.router.intent_words import intent_words, words
-from services.router.planner import COPY_KEYWORD, applies, copy_constrained, determined, spans
-from services.router.planning import PlanInput, Planner, TurnCounters
+from services.router.planning.copying import applies, copy_constrained, determined, spans
+from services.router.planning.grounding import declared_constants, ground, ungrounded
+from services.router.planning.hints import COPY_KEYWORD
+from services.router.planning.inputs import PlanInput
+from services.router.planning.intent_words import intent_words
+from services.router.planning.judges import Decision, Verdict
+from services.router.planning.settings import SelectorSettings
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
-from services.router.selector import Decision, Selection, SelectorSettings, ToolSelector, clauses
-from services.tools.builtin import clock, kb_search, unit_convert
+from services.router.turn_progress import TurnCounters
+from services.runtime.language import ENGLISH
+from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto
+from tests.support.planning import BagOfWords, FixedJudge, Selector, planner_with
 
-
-class BagOfWords:
-    """A deterministic stand-in for a sentence embedder: hashed word counts, L2-normalised."""
-
-    name = "bag-of-words"
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    async def embed(self, texts: Sequence[str]) -> Vectors:
-        self.calls.append(list(texts))
-        out = np.zeros((len(texts), 512), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
-                out[i, int(hashlib.sha256(word.encode()).hexdigest(), 16) % 512] += 1.0
-            norm = np.linalg.norm(out[i])
-            if norm:
-                out[i] /= norm
-        return out
+words = ENGLISH.content_words
+clauses = ENGLISH.clauses
+numbers_in = ENGLISH.numbers_in
 
 
 def spec(name: str, examples: Sequence[str], negatives: Sequence[str] = ()) -> common_pb2.ToolSpec:
@@ -65,8 +49,8 @@ NO_TOOL = ["write a poem about the sea", "hello there how are you"]
 LENIENT = SelectorSettings(choose=0.5, reject=0.2, margin=0.05)
 
 
-async def selector(settings: SelectorSettings = LENIENT) -> ToolSelector:
-    s = ToolSelector(BagOfWords(), settings, no_tool_examples=NO_TOOL)
+async def selector(settings: SelectorSettings = LENIENT) -> Selector:
+    s = Selector(BagOfWords(), settings, no_tool_examples=NO_TOOL)
     await s.load(SPECS)
     return s
 
@@ -76,7 +60,7 @@ async def test_an_intent_word_does_not_overrule_a_much_nearer_no_tool_request() 
     message = "write a poem about the sea and the weather"
     decisions = []
     for overrule in (0.2, 1.0):
-        s = ToolSelector(
+        s = Selector(
             BagOfWords(), SelectorSettings(choose=0.1, reject=0.05, margin=0.05, overrule=overrule), NO_TOOL
         )
         await s.load(SPECS)
@@ -93,8 +77,8 @@ async def test_shares_intent_reads_the_loaded_tools_intent_words() -> None:
     assert s.shares_intent("weather", "what is the weather in Rome?")  # both weather examples use "weather"
     assert not s.shares_intent("weather", "stock quote for ACME")
     assert not s.shares_intent("translate", "any rain in Rome?")  # not a loaded tool
-    assert not ToolSelector(BagOfWords(), LENIENT).shares_intent("weather", "rain")  # nothing loaded yet
-    with pytest.raises(ValueError, match="pin_lead"):
+    assert not Selector(BagOfWords(), LENIENT).shares_intent("weather", "rain")  # nothing loaded yet
+    with pytest.raises(ValueError, match="pin-lead"):
         SelectorSettings(pin_lead=0.3, overrule=0.2)
 
 
@@ -136,7 +120,7 @@ async def test_a_follow_up_is_scored_with_the_previous_message_only_when_undecid
 
 async def test_cards_are_embedded_once_per_tool_list() -> None:
     embedder = BagOfWords()
-    s = ToolSelector(embedder, no_tool_examples=NO_TOOL)
+    s = Selector(embedder, no_tool_examples=NO_TOOL)
     await s.load(SPECS)
     await s.load(list(SPECS))
     assert len(embedder.calls) == 1
@@ -175,7 +159,26 @@ def test_clauses(message: str, parts: list[str]) -> None:
     ],
 )
 def test_derived_numbers_are_grounded(arguments: dict[str, object], message: str) -> None:
-    assert ungrounded(arguments, message) == []
+    # Unit arithmetic's constants are the calculator's own (its schema's x-agentmesh-constants), by word.
+    constants = declared_constants(json.dumps(calculator.TOOL.parameters), message)
+    assert ungrounded(arguments, message, constants=constants) == []
+
+
+def test_a_declared_constant_needs_its_word_and_an_invented_value_drops_the_call_or_leaves_the_option() -> None:
+    schema = json.dumps(calculator.TOOL.parameters)
+    assert 60 in declared_constants(schema, "How many minutes are in 3 hours?")
+    assert 1000 not in declared_constants(schema, "How much is NVDA trading at?")  # no word of a thousand
+    assert ground({"expression": "1000*1000"}, schema, "How much is NVDA trading at?").arguments is None
+    forecast = json.dumps(
+        {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "units": {"enum": ["metric"]}},
+            "required": ["city"],
+        }
+    )
+    kept = ground({"city": "Lisbon", "days": 7, "units": "metric"}, forecast, "Rain in Lisbon next week?")
+    assert kept.arguments == {"city": "Lisbon", "units": "metric"}  # 7 is nobody's: the tool's default applies
+    assert ground({"city": "US"}, forecast, "Email alice and ask if she is free on Friday").arguments is None
 
 
 def test_invented_numbers_are_not_grounded_and_context_grounds_follow_ups() -> None:
@@ -226,8 +229,8 @@ async def test_an_undecided_second_ask_is_left_to_the_model_not_dropped() -> Non
 async def test_nearest_examples_come_least_to_most_similar() -> None:
     s = await selector()
     examples = [("weather forecast rain sunny Oslo", 1), ("will it rain tomorrow in Paris weather", 2)]
-    assert [n for _, n in await s.nearest("rain tomorrow in Paris", examples, 2)] == [1, 2]
-    assert [n for _, n in await s.nearest("sunny Oslo forecast", examples, 1)] == [1]
+    assert [n for _, n in await s.index.nearest("rain tomorrow in Paris", examples, 2)] == [1, 2]
+    assert [n for _, n in await s.index.nearest("sunny Oslo forecast", examples, 1)] == [1]
 
 
 # --- copy-constrained fills ---------------------------------------------------------------------
@@ -285,7 +288,7 @@ def test_intent_words_mark_a_tool_against_everything_else() -> None:
 
 
 async def test_a_message_near_a_tool_in_topic_but_not_in_intent_is_left_to_the_model() -> None:
-    s = ToolSelector(BagOfWords(), SelectorSettings(choose=0.3, reject=0.1, margin=0.0), no_tool_examples=NO_TOOL)
+    s = Selector(BagOfWords(), SelectorSettings(choose=0.3, reject=0.1, margin=0.0), no_tool_examples=NO_TOOL)
     await s.load([CLOCKS])
     assert (await s.select("what time is it in Lima")).tools == ("clock",)
     shares = await s.select("restaurants in Paris at this time or in Tokyo")  # shares "time": still chosen
@@ -321,12 +324,12 @@ def test_determined_needs_every_required_property_pinned() -> None:
     assert determined(json.dumps({**pinned, "required": []})) is None
 
 
-async def weather_with_near_miss(near_miss: str, *, choose: float) -> ToolSelector:
+async def weather_with_near_miss(near_miss: str, *, choose: float) -> Selector:
     """A selector over a weather tool (intent words "rain", "forecast") with one near miss, and the stocks tool."""
     weather = spec("weather", ["rain forecast Oslo", "rain forecast Paris", "sunny forecast Rome"], [near_miss])
     # Intent words are learnt against what needs no tool: enough no-tool requests that "rain" stands out.
     no_tool = [*NO_TOOL, "tell me a joke", "the capital of France"]
-    s = ToolSelector(BagOfWords(), SelectorSettings(choose=choose, reject=0.2, margin=0.05), no_tool_examples=no_tool)
+    s = Selector(BagOfWords(), SelectorSettings(choose=choose, reject=0.2, margin=0.05), no_tool_examples=no_tool)
     await s.load([weather, SPECS[1]])
     return s
 
@@ -348,18 +351,16 @@ def test_a_tool_applies_only_when_the_message_holds_what_its_schema_requires() -
 
 
 async def test_a_selected_tool_the_message_cannot_fill_is_dropped_before_any_generation() -> None:
-    class Fixed:
-        async def select(self, message: str, *, previous_message: str = "") -> Selection:
-            return Selection(Decision.TOOLS, tools=("unit_convert",), segments={"unit_convert": message})
-
     class NoModel:
         async def stream(self, spec: object) -> AsyncIterator[object]:
             raise AssertionError("no generation expected")
             yield
 
     specs = [spec_to_proto(unit_convert.TOOL), spec_to_proto(clock.make_tool())]
-    planner = Planner(cast(Generator, NoModel()), cast(ToolSelector, Fixed()))
-    ask = PlanInput("Why does the US still use pounds instead of kilograms?", "auto", "", common_pb2.PRIORITY_P1)
+    message = "Why does the US still use pounds instead of kilograms?"
+    fixed = FixedJudge(Verdict(Decision.TOOLS, tools=("unit_convert",), segments={"unit_convert": message}))
+    planner = planner_with(NoModel(), fixed)
+    ask = PlanInput(message, "auto", "", common_pb2.PRIORITY_P1)
     plan = await planner.plan(specs, ask, TurnCounters())
     assert plan.calls == [] and plan.method == agent_pb2.TOOL_SELECTION_EMBEDDING
 
@@ -381,11 +382,13 @@ def test_numbers_in_words_are_numbers_to_the_intent_check() -> None:
 
 
 def test_the_grounded_number_pattern_holds_what_the_conversation_wrote_and_derived() -> None:
-    from services.router.grounding import number_pattern
+    from services.router.planning.grounding import number_pattern
 
     pattern = f"^{number_pattern('I bought 4 coffees at $3.75 and one muffin for $2.50, 15% off', 'total was 1,450')}$"
-    for written in ("4", "3.75", "2.50", "2.5", "0.15", "15", "100", "1,450", "1450", "60", "1"):
+    for written in ("4", "3.75", "2.50", "2.5", "0.15", "15", "100", "1,450", "1450", "1"):
         assert re.search(pattern, written), written
+    assert not re.search(pattern, "60")  # a constant only where a tool declares it
+    assert re.search(number_pattern("3 hours", constants=[60]), "60")
     assert not any(re.search(pattern, n) for n in ("5", "3.7", "37", "2.51", "-4"))
 
 
@@ -394,12 +397,12 @@ async def test_a_url_is_embedded_as_words_and_still_marks_the_ask() -> None:
         "fetch", ["summarize https://example.com/news", "what is on https://example.com/a/b"], ["what is a url"]
     )
     embedder = BagOfWords()
-    s = ToolSelector(embedder, SelectorSettings(choose=0.3, reject=0.1, margin=0.05), no_tool_examples=NO_TOOL)
+    s = Selector(embedder, SelectorSettings(choose=0.3, reject=0.1, margin=0.05), no_tool_examples=NO_TOOL)
     await s.load([fetch])
     picked = await s.select("please read https://example.com/terms/2024/v3?lang=en-gb and give me the gist")
     assert picked.decision is Decision.TOOLS and picked.tools == ("fetch",)
     # The embedder never sees a URL: the cards' and the message's are both "this link" ("terms", "lang"… are
     # no words of the ask), while the intent check still reads the URL's own words ("example", "com").
-    await s.nearest("fetch https://example.com/x/9", [("read https://example.org/other", None)], 1)  # the fill's
+    await s.index.nearest("fetch https://example.com/x/9", [("read https://example.org/other", None)], 1)  # the fill's
     seen = [t for call in embedder.calls for t in call]
     assert not any("://" in t for t in seen) and "summarize this link" in seen

@@ -9,7 +9,7 @@ probability.
 Why: the selector's nearest-example scores leave a band of messages whose best
 tool is neither clearly near nor clearly far, and on the embedded 135M model the
 constrained choice the band falls back to is the weakest judge in the turn (it
-took sideways clock asks — "Would she still be at work?" of a sister in Mexico
+took sideways time asks — "Would she still be at work?" of a sister in Mexico
 City — for chat). A nearest example is one point; a softmax regression fitted
 on all of a tool's cards weighs every direction the examples share, so it
 separates asks from near misses that lie close to both. Fitted on the cards
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from services.router.embedding import Vectors
+from services.router.planning.embedding import Vectors
 
 SCALE = 10.0
 L2 = 1e-2

@@ -1,118 +1,175 @@
-"""The grounding check of filled arguments: every number must come from the conversation or its words.
+"""Grounding, the last stage of planning: a filled call runs only if the conversation supports its values.
 
-A small model asked to fill arguments invents values (10.0, 10000001) when the
-message does not hold them; an invented number is never right, so such a call is
-dropped. But many correct calls use numbers the user did not type as digits:
+A small model asked to fill arguments invents values when the message does
+not hold them (``10000001``; a time zone "US" for a message about e-mail; a
+stock ask filled as ``1000*1000``). An invented value is never right, so such
+a call is dropped and counted, never run. Two checks, neither naming a tool:
 
-- "twenty-five times four" → ``25*4``; "half of 10" → ``10/2``; "a third of 90" → ``90/3``; "double 21" → ``21*2``
-  (number words and fraction words: half, third, quarter, double, twice, dozen…);
-- "15% of 80" → ``0.15*80`` or ``15/100*80`` (a percentage as a fraction, and 100);
-- "how many minutes in 3 hours" → ``3*60`` (unit constants: 60, 24, 7, 365, 12,
-  1000, 3600…);
-- "Now add 6 to that result" → ``1081+6`` (numbers of the context the filler saw:
-  the previous answer).
-
-A number is grounded when it is one of those. Anything else — a value in none of
-the sources — still drops the call.
+- **Numbers.** Every number in the arguments (JSON numbers, and numbers inside
+  strings such as an expression) must be one the conversation states or
+  implies (the language's ``numbers_in``: "twenty-five", "15%" as 0.15 and
+  100, "half" as 2 and 0.5), an identity (0, 1), or a constant the tool's own
+  schema declares for a word the conversation uses (``hints.CONSTANTS_KEYWORD``:
+  "week" grounds 7 in "a week in hours"; a stock ask grounds no 1000).
+- **Words.** A string argument that holds words must share one content word
+  with the conversation (after the language folds case, plurals and adverbs),
+  unless the schema fixes it (an ``enum`` or ``const``) or marks it as a date
+  or time (``format``), which is composed by definition. A written message
+  body shares words with the ask; a place or a name the user never said does
+  not.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from services.tools.numbers import worded_numbers
+from services.router.planning.hints import CONSTANTS_KEYWORD
+from services.runtime.language import ENGLISH, Language
 
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(%?)")
-
-#: Numbers every filler may use: identities, and constants of everyday unit arithmetic.
-CONSTANTS: frozenset[float] = frozenset([0, 1, 2, 100, 1000, 60, 24, 7, 12, 52, 365, 366, 3600, 1440, 86400, 1024])
-
-#: Words that stand for numbers beside the number words themselves (``services.tools.numbers``: "twenty-five"
-#: is 25): a fraction word gives its divisor and its value.
-WORDS: dict[str, tuple[float, ...]] = {
-    "dozen": (12,),
-    "half": (2, 0.5),
-    "halve": (2, 0.5),
-    "third": (3,),
-    "thirds": (3,),
-    "quarter": (4, 0.25),
-    "quarters": (4, 0.25),
-    "fifth": (5, 0.2),
-    "tenth": (10, 0.1),
-    "double": (2,),
-    "twice": (2,),
-    "triple": (3,),
-    "thrice": (3,),
-    "squared": (2,),
-    "square": (2,),
-    "cubed": (3,),
-    "cube": (3,),
-    "percent": (100,),
-    "per cent": (100,),
-}
+#: Numbers every argument may use whatever the conversation says.
+IDENTITIES: frozenset[float] = frozenset([0.0, 1.0])
+#: String formats whose value is composed from the ask ("tomorrow" as a date), never copied.
+_COMPOSED_FORMATS = frozenset({"date", "date-time", "time", "duration"})
+_LETTERS = re.compile(r"[^\W\d_]", re.UNICODE)
 
 
-def numbers_in(text: str) -> set[float]:
-    """Numbers written in ``text`` (1,234 and 12.5 and 15%), with what they imply (15% → 0.15, 100)."""
-    found: set[float] = set()
-    lowered = text.lower()
-    for match in _NUMBER.finditer(lowered):
-        literal = match.group(0).rstrip("%").replace(",", "")
-        value = float(literal)
-        found |= {value, abs(value)}
-        if match.group(1) == "%":
-            found |= {abs(value) / 100, 100.0}
-    found.update(float(value) for _, _, value in worded_numbers(lowered))
-    for word, values in WORDS.items():
-        if re.search(rf"\b{word}\b", lowered):
-            found.update(values)
-    return found
-
-
-def _values(value: Any) -> Iterable[float]:
+def _values(value: Any, language: Language) -> Iterable[float]:
     """Numbers in filled arguments: JSON numbers, and numbers inside strings (expressions)."""
     if isinstance(value, bool):
         return
     if isinstance(value, (int, float)):
-        yield float(value)
+        yield abs(float(value))
     elif isinstance(value, str):
-        for match in _NUMBER.finditer(value):
-            yield abs(float(match.group(0).rstrip("%").replace(",", "")))
+        yield from language.number_values(value)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _values(v)
+            yield from _values(v, language)
     elif isinstance(value, list):
         for v in value:
-            yield from _values(v)
+            yield from _values(v, language)
 
 
-def grounded(*sources: str) -> set[float]:
-    """Every number the sources (message, context) ground, with the constants."""
-    allowed = set(CONSTANTS)
+def grounded(*sources: str, constants: Iterable[float] = (), language: Language = ENGLISH) -> set[float]:
+    """Every number the sources (message, context) ground, with the identities and the tool's ``constants``."""
+    allowed = set(IDENTITIES) | {float(c) for c in constants}
     for source in sources:
-        allowed |= numbers_in(source)
+        allowed |= language.numbers_in(source)
     return allowed
 
 
-def ungrounded(arguments: dict[str, Any], *sources: str) -> list[float]:
-    """The numbers in ``arguments`` that no source (message, context) grounds; empty when all are grounded."""
-    allowed = grounded(*sources)
-    return [n for n in _values(arguments) if not _close_to_any(n, allowed)]
+def declared_constants(schema_json: str, *sources: str, language: Language = ENGLISH) -> frozenset[float]:
+    """The numbers a tool's schema declares under ``hints.CONSTANTS_KEYWORD`` (on any property) whose words the
+    sources use: ``{"week": [7, 52]}`` grounds 7 in "a week in hours"; the word ``"*"`` grounds its numbers in
+    any message."""
+    if CONSTANTS_KEYWORD not in schema_json:
+        return frozenset()
+    schema = json.loads(schema_json)
+    out: set[float] = set()
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            out |= constants_for(prop.get(CONSTANTS_KEYWORD), *sources, language=language)
+    return frozenset(out)
 
 
-def number_pattern(*sources: str) -> str:
+def constants_for(declared: object, *sources: str, language: Language = ENGLISH) -> frozenset[float]:
+    """The numbers of one ``hints.CONSTANTS_KEYWORD`` value (word → numbers) whose words the sources use."""
+    if not isinstance(declared, dict):
+        return frozenset()
+    said = frozenset().union(*(language.content_words(s) for s in sources)) | {"*"}
+    out: set[float] = set()
+    for word, numbers in declared.items():
+        if word in said and isinstance(numbers, list):
+            out |= {float(n) for n in numbers if isinstance(n, (int, float)) and not isinstance(n, bool)}
+    return frozenset(out)
+
+
+def ungrounded(
+    arguments: dict[str, Any], *sources: str, constants: Iterable[float] = (), language: Language = ENGLISH
+) -> list[float]:
+    """The numbers in ``arguments`` that neither the sources, the identities nor the ``constants`` ground."""
+    allowed = grounded(*sources, constants=constants, language=language)
+    return [n for n in _values(arguments, language) if not _close_to_any(n, allowed)]
+
+
+def unsupported_words(
+    arguments: dict[str, Any], schema_json: str, *sources: str, language: Language = ENGLISH
+) -> list[str]:
+    """The string arguments (top level) that hold words and share none with the sources, unless their schema
+    fixes the value (enum, const) or marks it a date or time."""
+    try:
+        props = json.loads(schema_json).get("properties", {})
+    except (json.JSONDecodeError, AttributeError):
+        props = {}
+    said = frozenset().union(*(language.content_words(s) for s in sources)) - {"<num>"}
+    out = []
+    for name, value in arguments.items():
+        prop = props.get(name) if isinstance(props, dict) else None
+        if isinstance(prop, dict) and ("enum" in prop or "const" in prop or prop.get("format") in _COMPOSED_FORMATS):
+            continue
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str) or not _LETTERS.search(text):
+                continue
+            mine = {w for w in language.content_words(text) if len(w) > 1} - {"<num>"}  # a lone letter says nothing
+            if mine and not mine & said and not any(_near(w, said) for w in mine):
+                out.append(text)
+    return out
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """A filled call after grounding: its arguments (None: dropped), and the properties found invented."""
+
+    arguments: dict[str, Any] | None
+    invented: tuple[str, ...] = ()
+
+
+def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language: Language = ENGLISH) -> Grounded:
+    """The call's arguments less the invented ones: an invented *optional* property is taken out (the tool's
+    default applies: "next week" is no reason for a model's ``days: 7``), an invented required one drops the
+    call. ``sources`` are the message, then the context the fill saw."""
+    constants = declared_constants(schema_json, *sources, language=language)
+    allowed = grounded(*sources, constants=constants, language=language)
+    invented: dict[str, str] = {}
+    for name, value in arguments.items():
+        missing = [n for n in _values(value, language) if not _close_to_any(n, allowed)]
+        if missing:
+            invented[name] = f"{name}: {', '.join(map(_plain, missing))} not in the conversation"
+    for text in unsupported_words(arguments, schema_json, *sources, language=language):
+        for name, value in arguments.items():
+            if name not in invented and (value == text or (isinstance(value, list) and text in value)):
+                invented[name] = f"{name}: {text!r} shares no word with the conversation"
+    if not invented:
+        return Grounded(arguments)
+    try:
+        required = set(json.loads(schema_json).get("required", []))
+    except (json.JSONDecodeError, AttributeError):
+        required = set()
+    reasons = tuple(invented.values())
+    if required & invented.keys():
+        return Grounded(None, reasons)
+    return Grounded({k: v for k, v in arguments.items() if k not in invented}, reasons)
+
+
+def _near(word: str, said: frozenset[str]) -> bool:
+    """Whether ``word`` and a word of the conversation share a stem of five letters ("booking", "booked")."""
+    return len(word) >= 5 and any(len(s) >= 5 and s[:5] == word[:5] for s in said)
+
+
+def number_pattern(*sources: str, constants: Sequence[float] = (), language: Language = ENGLISH) -> str:
     """A regular expression (no anchors) for the grounded numbers, as written in the sources ("2.50", "1,450")
     and in plain notation ("2.5", "1450", "0.15" for "15%").
 
-    Why: a composed argument (a calculator expression) is held to it by the fill's grammar, so the model
-    cannot write a number nobody gave; asked for the area of "7 m by 9 m" the 135M model wrote ``5*9``,
-    which the check above then dropped, leaving the turn with no tool at all.
+    Why: a composed argument (an expression) is held to it by the fill's grammar, so the model cannot write a
+    number nobody gave; asked for the area of "7 m by 9 m" the 135M model wrote ``5*9``, which the check above
+    then dropped, leaving the turn with no tool at all.
     """
-    literals = {_plain(value) for value in grounded(*sources)}
+    literals = {_plain(value) for value in grounded(*sources, constants=constants, language=language)}
     for source in sources:
-        literals |= {m.group(0).rstrip("%").lstrip("-") for m in _NUMBER.finditer(source)}
+        literals |= set(language.numbers_written(source))
     return "(?:" + "|".join(re.escape(n) for n in sorted(literals, key=lambda n: (-len(n), n))) + ")"
 
 
@@ -124,5 +181,5 @@ def _plain(value: float) -> str:
     return f"{value:.12f}".rstrip("0").rstrip(".")
 
 
-def _close_to_any(number: float, allowed: set[float]) -> bool:
+def _close_to_any(number: float, allowed: Iterable[float]) -> bool:
     return any(abs(number - a) <= 1e-9 * max(1.0, abs(a)) for a in allowed)

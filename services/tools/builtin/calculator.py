@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from services.tools.builtin.math_words import arithmetic_pattern, rewrite
-from services.tools.numbers import significant
+from services.runtime.numbers import significant
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 MAX_EXPRESSION = 500
@@ -265,6 +265,45 @@ NEGATIVE_EXAMPLES = (
     "What time is it in Tokyo?",
 )
 
+#: The unit arithmetic an expression may need beyond the message's own numbers, by the words that call for it.
+CONSTANTS: dict[str, list[float]] = {
+    "*": [2, 100],
+    "second": [60, 3600, 86400],
+    "minute": [60, 1440],
+    "hour": [24, 60, 3600],
+    "day": [7, 24, 365, 366, 1440, 86400],
+    "daily": [7, 30, 365],
+    "week": [7, 52],
+    "weekly": [52],
+    "fortnight": [14],
+    "month": [12, 30],
+    "monthly": [12],
+    "year": [12, 52, 365, 366],
+    "annual": [12, 52, 365],
+    "yearly": [12, 52, 365],
+    "decade": [10],
+    "century": [100],
+    "thousand": [1000],
+    "million": [1000],
+    "kilo": [1000],
+    "km": [1000],
+    "kg": [1000],
+    "gram": [1000],
+    "meter": [100, 1000],
+    "metre": [100, 1000],
+    "litre": [1000],
+    "liter": [1000],
+    "byte": [1024, 1000],
+    "kb": [1024, 1000],
+    "mb": [1024, 1000],
+    "gb": [1024, 1000],
+    "cent": [100],
+    "dozen": [12],
+    "foot": [12],
+    "feet": [12],
+    "inch": [12],
+}
+
 TOOL = ToolDefinition(
     name="calculator",
     description="Evaluate an arithmetic expression, e.g. '23*47', '15% of 80' or 'sqrt(2)*(3+4)'.",
@@ -283,6 +322,9 @@ TOOL = ToolDefinition(
                 "x-agentmesh-copy-evident": True,  # "twelve times eleven" in a message is arithmetic to do
                 # Composed, it is notation: the 135M model wrote "12 weeks x $15 per week = $15".
                 "x-agentmesh-compose-pattern": COMPOSED,
+                # Numbers an expression may use that the message need not write, each with the words that
+                # ground it ("a week in hours" is 7*24); "*": any message.
+                "x-agentmesh-constants": CONSTANTS,
             }
         },
         "required": ["expression"],

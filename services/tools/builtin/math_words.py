@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from services.tools.numbers import WORDED_NUMBER, words_to_digits
+from services.runtime.numbers import WORDED_NUMBER, words_to_digits
 
 _NUM = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 #: An operand: a number, a parenthesised group without nesting, or a function call of one.

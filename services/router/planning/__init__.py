@@ -1,0 +1,52 @@
+"""Planning: which tools a message needs, and their arguments. The file names are the pipeline.
+
+::
+
+    inputs.py       the message, the conversation, follow-up rewriting      (PlanInput → PlanInput)
+    cards.py        each tool's texts: examples, or its name/description    (ToolSpec → ToolCard)
+    candidates.py   the cards embedded once; a message's texts scored       (message → TextScore per text)
+    judges/         the chain: similarity → schema → classifier → llm      (TextScore → Verdict)
+    fill.py         arguments under each tool's schema, span copying        (Verdict → PlannedCall)
+    grounding.py    a call's values must come from the conversation         (PlannedCall → PlannedCall | dropped)
+    planner.py      the walk above, for one turn                            (→ Plan)
+
+Beside the walk: ``settings.py`` (thresholds and the chain, validated once),
+``copying.py`` (the spans a copied argument may take), ``hints.py`` (the
+optional ``x-agentmesh-*`` schema keywords, documented in one place),
+``prompts.py`` and ``shots.py`` (the prompts and worked examples of the LLM
+judge and the fill), ``structured.py`` (one constrained generation),
+``embedding.py``, ``intent_words.py``, ``card_classifier.py`` and
+``no_tool_examples.py``. The language of the messages is
+``services.runtime.language``; no file here names a tool or holds a word list.
+
+One message, walked: "What's 12% of 250 and what time is it in Lima?" with
+the built-in tools loaded. ``inputs`` finds nothing to rewrite (not a
+follow-up). ``candidates`` embeds the message and its two clauses (the
+language splits at "and") and scores each against every card. The
+``similarity`` judge finds the first clause near the arithmetic tool's
+examples and sharing its intent word ``<num>``, the second near the time
+tool's with "time": TOOLS, each with its clause. ``schema`` checks each tool
+can be filled from its clause (its required copied arguments have spans) and
+keeps both; ``classifier`` and ``llm`` have nothing left to decide. ``fill``
+copies "12% of 250" (one span of the expression's shape: no generation) and
+"Lima" (one place: none either); ``grounding`` finds every value in the
+message. Two calls, zero generations before the answer.
+"""
+
+from __future__ import annotations
+
+from services.router.planning.inputs import Plan, PlanInput, PlannedCall
+from services.router.planning.planner import Planner, build_chain
+from services.router.planning.settings import JUDGE_NAMES, MODE_CHAINS, PlanningSettings, SelectorSettings
+
+__all__ = [
+    "JUDGE_NAMES",
+    "MODE_CHAINS",
+    "Plan",
+    "PlanInput",
+    "PlannedCall",
+    "Planner",
+    "PlanningSettings",
+    "SelectorSettings",
+    "build_chain",
+]

@@ -1,0 +1,108 @@
+"""Fill: each chosen tool's arguments, written under its schema, then grounded.
+
+In: the chosen tools (each with the clause that asked for it) and the turn.
+Out: ``PlannedCall``s. One schema-constrained generation per tool, all
+concurrent (the replica batches them) — or none, when the copy-constrained
+schema leaves one choice (one place, one URL, the question as a search query:
+``copying.determined``). The worked examples are the tool's own calls nearest
+the message in shape (a tool described only gets the calls built from its card,
+``shots.card_calls``); a follow-up of the tool that ran last turn gets that call
+as its nearest example. A fill that does not parse, or whose required values
+the conversation does not ground (``grounding.ground``), is dropped and
+counted, never run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from agentmesh.common.v1 import common_pb2
+from services.router.metrics import RouterMetrics
+from services.router.planning.candidates import CardIndex
+from services.router.planning.copying import copy_constrained, determined
+from services.router.planning.grounding import ground
+from services.router.planning.inputs import PlanInput, PlannedCall, context, resolved
+from services.router.planning.prompts import FILL_EXAMPLES, fill_messages, parse_arguments, worked_examples
+from services.router.planning.shots import card_calls
+from services.router.planning.structured import Structured
+from services.router.turn_progress import TurnCounters
+from services.runtime.language import Language
+
+log = logging.getLogger(__name__)
+
+
+class Filler:
+    """Writes the arguments of chosen tools (one concurrent generation each, or none when determined)."""
+
+    def __init__(
+        self,
+        structured: Structured,
+        language: Language,
+        index: CardIndex | None = None,
+        *,
+        max_tokens: int = 160,
+        metrics: RouterMetrics | None = None,
+    ) -> None:
+        self._structured = structured
+        self._language = language
+        self._index = index
+        self._max_tokens = max_tokens
+        self._metrics = metrics
+
+    async def fill(
+        self,
+        specs: Sequence[common_pb2.ToolSpec],
+        names: Sequence[str],
+        segments: dict[str, str],
+        turn: PlanInput,
+        counters: TurnCounters,
+    ) -> list[PlannedCall]:
+        """Arguments for each named tool, filled concurrently; unparseable or ungrounded fills are dropped."""
+        by_name = {t.name: t for t in specs}
+        previous = {name: args for name, args in turn.previous_calls}
+        full = context(turn, list(names), self._language)
+
+        async def fill_one(name: str) -> str:
+            tool = by_name[name]
+            text, told = resolved(segments.get(name, turn.message), turn, full, self._language)
+            schema = copy_constrained(tool.parameters_json_schema, text, told)
+            known = determined(schema)
+            if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
+                return json.dumps(known)
+            examples = worked_examples(tool) or card_calls(tool)
+            shots: list[tuple[str, dict[str, Any]]] | None = None
+            if self._index is not None:  # nearest in meaning beats nearest in words (EVAL.md)
+                shots = await self._index.nearest(text, examples, FILL_EXAMPLES)
+            elif not worked_examples(tool):
+                shots = examples
+            if told and name in previous:  # the last call of this tool is the nearest example of all
+                shots = [*(shots or [])[1:], (turn.previous_message, previous[name])]
+            messages = fill_messages(tool, text, told, shots, self._language)
+            return await self._structured(messages, schema, turn.priority, counters, self._max_tokens)
+
+        texts = await asyncio.gather(*(fill_one(name) for name in names))
+        calls = []
+        for name, text in zip(names, texts, strict=True):
+            arguments = parse_arguments(text)
+            if arguments is None:
+                self._drop("unparseable")
+                continue
+            checked = ground(
+                arguments, by_name[name].parameters_json_schema, turn.message, full, language=self._language
+            )
+            if checked.arguments is None:
+                self._drop("ungrounded")
+                log.warning("dropped planned call %s%s: %s", name, arguments, "; ".join(checked.invented))
+                continue
+            if checked.invented:
+                log.info("planned call %s: left out %s", name, "; ".join(checked.invented))
+            calls.append(PlannedCall(name, checked.arguments))
+        return calls
+
+    def _drop(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.dropped_calls.labels(reason).inc()

@@ -1,0 +1,38 @@
+"""The classifier judge: the card classifier's confident verdict decides an undecided message.
+
+The similarity judge leaves a band of messages whose best tool is neither
+clearly near nor clearly far. The card classifier (``card_classifier.py``),
+fitted on every card of the tool list, classified the whole message while it
+was scored (``Verdict.judged``); when its probability reaches
+``band_confidence`` and it names a candidate, or no tool, that is the
+verdict, with no generation. Unsure, or naming a tool that is not a
+candidate, it passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.router.metrics import RouterMetrics
+from services.router.planning.judges import Ask, Decision, Verdict
+from services.router.planning.settings import SelectorSettings
+
+
+class ClassifierJudge:
+    name = "classifier"
+
+    def __init__(self, settings: SelectorSettings, metrics: RouterMetrics | None = None) -> None:
+        self._confidence = settings.band_confidence
+        self._metrics = metrics
+
+    async def judge(self, ask: Ask, verdict: Verdict) -> Verdict | None:
+        if verdict.decision is not Decision.AMBIGUOUS or self._confidence <= 0:
+            return None
+        name, probability = verdict.judged
+        if probability < self._confidence or (name and name not in verdict.candidates):
+            return None
+        if self._metrics is not None:
+            self._metrics.tool_selection.labels("embedding", "classified").inc()
+        if not name:
+            return replace(verdict, decision=Decision.NONE, candidates=(), by=self.name)
+        return replace(verdict, decision=Decision.TOOLS, tools=(name,), segments={}, candidates=(), by=self.name)

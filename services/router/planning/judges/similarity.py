@@ -1,0 +1,182 @@
+"""The similarity judge: the first verdict, from the message's card scores and the tools' intent words.
+
+How a text is decided (seed 002 §3.3: a cheap pre-judge, thresholds with a
+margin, the model only for the band):
+
+- Scores. Per tool, the text's similarity to the tool's nearest positive card,
+  and a "not this tool" score: its similarity to the nearest of that tool's
+  near misses and the no-tool examples. A tool's near misses count only
+  against that tool: they often are another tool's business.
+- A text *chooses* its best tool when the score is at least ``choose`` (for a
+  tool described only, ``described_choose``), it is not overruled by the
+  "not this tool" side by ``overrule``, and the text shares one of the tool's
+  intent words (the lexical double-check; without one the text is
+  ambiguous). The two judges agreeing is the evidence, so the lead over "not
+  this tool" need not be wide.
+- A text needs *no tool* when its best tool scores below ``reject`` (or
+  ``described_reject``), or the "not this tool" side beats it by ``margin``.
+  Anything else is *ambiguous*.
+- Several asks. The message's clauses (the language splits them) are decided
+  one by one too; the chosen tools are the union, each remembering the clause
+  that asked for it.
+- Follow-ups. A message undecided on its own ("And in Paris?") is decided
+  again together with the previous user message; one that is itself near a
+  no-tool example ("Thanks!") is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.router.metrics import RouterMetrics
+from services.router.planning.candidates import Cards, TextScore
+from services.router.planning.judges import Ask, Decision, Verdict
+from services.router.planning.settings import SelectorSettings
+
+
+@dataclass(frozen=True)
+class _TextVerdict:
+    decision: Decision
+    chosen: list[str]
+    scores: dict[str, float]
+    none_score: float
+
+
+class SimilarityJudge:
+    """Thresholds on the card scores, checked by the intent words (``candidates.CardIndex`` scores)."""
+
+    name = "similarity"
+
+    def __init__(self, settings: SelectorSettings, metrics: RouterMetrics | None = None) -> None:
+        self._settings = settings
+        self._metrics = metrics
+
+    async def judge(self, ask: Ask, verdict: Verdict) -> Verdict | None:
+        index = ask.index
+        cards = index.cards if index is not None else None
+        if index is None or cards is None or not cards.tools or not ask.scored:
+            return Verdict(Decision.NONE, by=self.name)
+        parts = list(ask.clauses)
+        texts = list(ask.scored)
+        verdicts = [self._decide(cards, t, index.language.content_words(t.text)) for t in texts]
+        whole = verdicts[0]
+        clause_verdicts = verdicts[1 : 1 + len(parts)]
+        if ask.follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
+            whole = verdicts[-1]
+        scores = dict(whole.scores)
+        for v in clause_verdicts:
+            for name, score in v.scores.items():
+                scores[name] = max(scores.get(name, 0.0), score)
+        segments: dict[str, str] = {}
+        for part, v in zip(parts, clause_verdicts, strict=True):
+            for name in v.chosen:
+                segments.setdefault(name, part)
+        for name in whole.chosen:
+            segments.setdefault(name, ask.message)
+        ruled = self._ruled(ask, cards, parts, clause_verdicts, whole, scores, segments)
+        self._count(ruled.decision.value)
+        return ruled
+
+    def _ruled(  # noqa: PLR0917 - private, one caller
+        self,
+        ask: Ask,
+        cards: Cards,
+        parts: Sequence[str],
+        clause_verdicts: Sequence[_TextVerdict],
+        whole: _TextVerdict,
+        scores: dict[str, float],
+        segments: dict[str, str],
+    ) -> Verdict:
+        if segments:
+            chosen = sorted(segments, key=lambda n: -scores.get(n, 0.0))[: self._settings.max_tools]
+            undecided = tuple(
+                (part, candidates)
+                for part, v in zip(parts, clause_verdicts, strict=True)
+                if v.decision is Decision.AMBIGUOUS
+                and max(v.scores, key=lambda n: v.scores[n]) not in chosen  # else: more words of the same ask
+                and (candidates := self._candidates(cards, v.scores, exclude=chosen))
+                and not any(segments.get(n) == part for n in chosen)
+            )
+            if len(chosen) == 1:
+                # One tool chosen: it fills from the whole message. A clause left undecided may be more of the
+                # same ask ("If I save $15 a week, | how much will I have after 12 weeks?").
+                segments = {chosen[0]: ask.message}
+            return Verdict(
+                Decision.TOOLS,
+                tools=tuple(chosen),
+                segments={n: segments[n] for n in chosen},
+                undecided=undecided,
+                scores=scores,
+                none_score=whole.none_score,
+                by=self.name,
+            )
+        if whole.decision is Decision.NONE and all(v.decision is Decision.NONE for v in clause_verdicts):
+            return Verdict(Decision.NONE, scores=scores, none_score=whole.none_score, by=self.name)
+        candidates = self._candidates(cards, scores)
+        if not candidates:
+            return Verdict(Decision.NONE, scores=scores, none_score=whole.none_score, by=self.name)
+        index = ask.index
+        judged = index.classify(ask.scored[0].vector) if index is not None else ("", 0.0)
+        return Verdict(
+            Decision.AMBIGUOUS,
+            candidates=candidates,
+            scores=scores,
+            none_score=whole.none_score,
+            judged=judged,
+            by=self.name,
+        )
+
+    def _open(self, verdict: _TextVerdict) -> bool:
+        """Undecided, or "no tool" only for scoring low: not a message that is itself near a no-tool
+        example ("Thanks!"), which stays no tool whatever came before."""
+        if verdict.decision is Decision.TOOLS:
+            return False
+        best = max(verdict.scores.values(), default=0.0)
+        return verdict.none_score - best < self._settings.margin
+
+    def _candidates(self, cards: Cards, scores: dict[str, float], exclude: Sequence[str] = ()) -> tuple[str, ...]:
+        """Tools worth asking the band's judges about: above their ``reject``, best first."""
+        s = self._settings
+        described = dict(zip(cards.tools, cards.described, strict=True))
+        eligible = [
+            n
+            for n in scores
+            if n not in exclude and scores[n] >= (s.described_reject if described.get(n) else s.reject)
+        ]
+        return tuple(sorted(eligible, key=lambda n: -scores[n])[: s.max_tools])
+
+    def _decide(self, cards: Cards, scored: TextScore, words: frozenset[str]) -> _TextVerdict:
+        s = self._settings
+        per_tool = scored.per_tool
+        negative_sims = scored.negatives
+        generic = cards.negative_owner < 0
+        no_tool = float(negative_sims[generic].max()) if generic.any() else -1.0
+        scores = {name: round(float(per_tool[i]), 4) for i, name in enumerate(cards.tools)}
+        best_index = int(per_tool.argmax())
+        best = float(per_tool[best_index])
+        described = bool(cards.described[best_index])
+        choose, reject = (s.described_choose, s.described_reject) if described else (s.choose, s.reject)
+        mine = cards.negative_owner == best_index
+        against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
+        # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
+        if best >= choose and against - best < s.overrule:
+            intents = cards.intents[best_index] if cards.intents else frozenset()
+            if not intents or words & intents:
+                # Judged in intent as well as in topic: a negative that shares none of the tool's intent words
+                # is near in topic only, and does not stand against an ask that does.
+                rivals = (generic | mine) & cards.rivals[best_index] if intents else generic | mine
+                if best > (float(negative_sims[rivals].max()) if rivals.any() else -1.0):
+                    return _TextVerdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+            elif best > against:
+                return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent
+        if best < reject or against - best >= s.margin:
+            return _TextVerdict(Decision.NONE, [], scores, against)
+        return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.tool_selection.labels("embedding", outcome).inc()
+
+
+__all__ = ["SimilarityJudge"]

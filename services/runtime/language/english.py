@@ -1,0 +1,221 @@
+"""English: the rules planning applies to what users write, each with one line saying what it is for.
+
+Every rule here was found on real asks (the eval sets' tuning splits); none
+names a tool. Numbers written in words ("twenty-five") come from the one
+number grammar in ``services.runtime.numbers``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from services.runtime.numbers import WRITTEN_NUMBER, worded_numbers, words_to_digits
+
+# ------------------------------------------------------------------------------------------ content words
+
+#: Tokens of a message: words, numbers with their separators, arithmetic signs.
+_TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*|[-+*/^%×÷=]")
+#: Function words (and the tails of "what's", "don't"): frequent everywhere, so they say nothing about intent.
+_FUNCTION_WORDS = """
+a about after all also am an and any are as at be been before but by can could did do does doing for from get got
+had has have he her here him his how i if in into is it its just let me might more most much my no not of off on
+once only or our out over please she should so some than that the their them then there these they this those to
+too under up very was we were what when where which while who whom why will with would you your
+s t ll re ve
+"""
+STOP_WORDS = frozenset(re.findall(r"[a-z]+", _FUNCTION_WORDS))
+#: An adverb's ending, off a stem of 4 letters at least ("currently" is "current"; not "early", "daily", "only").
+_ADVERB = re.compile(r"(?<=[a-z]{4})ly$")
+#: Tokens for the few-shot similarity order: words, numbers and arithmetic signs (numbers and signs as classes).
+_FEATURE = re.compile(r"[a-z]+|[0-9]+(?:\.[0-9]+)?|[-+*/^%]")
+
+# ---------------------------------------------------------------------------------------------- clauses
+
+#: Clause ends: ; ? ! anywhere, a comma or colon before a space (not "1,250" or "https://"), joining words.
+_SPLIT = re.compile(r"\s*(?:[;?!]|[:,](?=\s)|\s+\b(?:and|also|plus|then|as well as)\b)\s*", re.IGNORECASE)
+#: Joining words a clause starts with, dropped from it ("and what time is it").
+_LEADING = re.compile(r"^(?:(?:and|also|plus|then)\b\s*)+", re.IGNORECASE)
+#: A clause shorter than this many words joins its neighbour, unless it holds a number, a sign or a URL.
+_MIN_CLAUSE_WORDS = 3
+#: Characters that make a two-word fragment an ask of its own ("calculate 88*12").
+_NOT_A_WORD = re.compile(r"[\d/*+=^%:]")
+
+# -------------------------------------------------------------------------------------- what an ask looks like
+
+#: A URL, which the sentence embedder splits into meaningless word pieces.
+_URL = re.compile(r"\bhttps?://\S+", re.IGNORECASE)
+#: What a URL is embedded as: of three wordings tried, the one that moved no near miss.
+URL_WORDS = "this link"
+#: A number written in digits, loosely (for shapes and follow-ups): "1,250", "3.5".
+_DIGITS = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+# --------------------------------------------------------------------------------------------- follow-ups
+
+#: A follow-up that is only a new number ("And 30?", "What about 45?", "How about for 12?").
+_ONLY_A_NUMBER = re.compile(
+    r"^\s*(?:(?:and|or|now|then|what about|how about)\s+)*(?:for\s+|with\s+)?"
+    r"(?P<number>-?\d[\d,]*(?:\.\d+)?)\s*[?.!]*\s*$",
+    re.IGNORECASE,
+)
+#: Words by which a message refers back to the previous turn ("add 6 to that result", "what about there").
+_REFERS_BACK = re.compile(
+    r"\b(that|it|this|result|answer|previous|same|again|those|these|them|there|then)\b", re.IGNORECASE
+)
+#: A phrase that stands for the previous turn's result ("add 6 to that result", "double it"), not "what time is it".
+_THAT_RESULT = re.compile(
+    r"\b(?:that|the|this|previous|last)\s+(?:result|answer|number|total|value|amount|sum|figure|price|cost)\b"
+    r"|(?<!\bis )(?<!\bwas )\b(?:that|it)\b"
+    r"(?=\s*(?:[.?!,;]|$|\b(?:by|to|from|and|times|plus|minus|divided|squared|cubed)\b))",
+    re.IGNORECASE,
+)
+
+# ------------------------------------------------------------------------------------------------- spans
+
+#: Where a copied span may not run across: a sentence or clause mark before a space or the end.
+_CLAUSE_END = re.compile(r"[.?!;:,](?:\s|$)")
+#: Words a copied value never starts or ends with ("in 3 gallons", "1,500 feet to").
+_GLUE = re.compile(
+    r"(?:about|and|are|as|at|by|for|from|how|in|into|is|many|me|much|of|on|or|than|the|to|what|which|with)",
+    re.IGNORECASE,
+)
+#: Articles: a copied value may start with one ("a gallon") but never ends with one.
+_ARTICLE = re.compile(r"an?", re.IGNORECASE)
+
+# ------------------------------------------------------------------------------------------------ numbers
+
+#: Words that stand for numbers beside the number words themselves: a fraction word gives its divisor and value.
+_NUMBER_WORDS: dict[str, tuple[float, ...]] = {
+    "dozen": (12,),
+    "half": (2, 0.5),
+    "halve": (2, 0.5),
+    "third": (3,),
+    "thirds": (3,),
+    "quarter": (4, 0.25),
+    "quarters": (4, 0.25),
+    "fifth": (5, 0.2),
+    "tenth": (10, 0.1),
+    "double": (2,),
+    "twice": (2,),
+    "triple": (3,),
+    "thrice": (3,),
+    "squared": (2,),
+    "square": (2,),
+    "cubed": (3,),
+    "cube": (3,),
+    "percent": (100,),
+    "per cent": (100,),
+}
+_NUMBER_WORD_PATTERNS = [(re.compile(rf"\b{w}\b"), v) for w, v in _NUMBER_WORDS.items()]
+
+
+class English:
+    """The English rules (``services.runtime.language.Language``)."""
+
+    code = "en"
+
+    def content_words(self, text: str) -> frozenset[str]:
+        """Lower case, numbers (in digits or words) as ``<num>``, a plural "s" and an adverb's "ly" off,
+        function words out: the words that can carry an ask's intent."""
+        out = set()
+        for token in _TOKEN.findall(words_to_digits(text.lower())):
+            if token[0].isdigit():
+                out.add("<num>")
+            elif token not in STOP_WORDS:
+                out.add(_ADVERB.sub("", token[:-1] if len(token) > 3 and token.endswith("s") else token))
+        return frozenset(out)
+
+    def features(self, text: str) -> set[str]:
+        """Content words with numbers and operators as classes (so 23*47 is like 12*9): few-shot word overlap."""
+        out = set()
+        for token in _FEATURE.findall(text.lower()):
+            if token[0].isdigit():
+                out.add("<number>")
+            elif token in "-+*/^%":
+                out.add("<operator>")
+            elif token not in STOP_WORDS:
+                out.add(token.rstrip("s") if len(token) > 3 else token)
+        return out
+
+    def clauses(self, message: str) -> list[str]:
+        """The message's clauses when it has more than one, else []; short fragments join their neighbour."""
+        parts = [_LEADING.sub("", p.strip(" ,.")) for p in _SPLIT.split(message)]
+        merged: list[str] = []
+        for part in parts:
+            if not part:
+                continue
+            if merged and (self._short(part) or self._short(merged[-1])):
+                merged[-1] = f"{merged[-1]} and {part}"
+            else:
+                merged.append(part)
+        return merged if len(merged) > 1 else []
+
+    @staticmethod
+    def _short(clause: str) -> bool:
+        """Too short to be an ask of its own: under three words, or two of which none is a number, an
+        expression or a URL ("calculate 88*12" and "fetch https://example.com" are asks; "and Paris" is not)."""
+        n = len(clause.split())
+        return n < _MIN_CLAUSE_WORDS and not (n == 2 and _NOT_A_WORD.search(clause))
+
+    def for_embedding(self, text: str) -> str:
+        """``text`` as the sentence embedder should read it: every URL written as ``URL_WORDS``, so the ask
+        around a link is what it embeds ("Please read <url> and give me the main points")."""
+        return _URL.sub(URL_WORDS, text)
+
+    def shape(self, text: str) -> str:
+        """``text`` with every number written as the word "number": what an ask looks like, whatever its values."""
+        return _DIGITS.sub("number", text)
+
+    def bare_number(self, message: str) -> str | None:
+        """The number of a follow-up that is only a new number ("And 30?"), else None."""
+        asked = _ONLY_A_NUMBER.match(message)
+        return asked["number"] if asked else None
+
+    def with_number(self, previous: str, number: str) -> str | None:
+        """``previous`` with its one number replaced by ``number``; None when it has none or several."""
+        if len(_DIGITS.findall(previous)) != 1:
+            return None
+        return _DIGITS.sub(lambda _: number, previous, count=1)
+
+    def refers_back(self, message: str) -> bool:
+        """Whether the message points at the previous turn ("that", "there", "again")."""
+        return _REFERS_BACK.search(message) is not None
+
+    def with_previous_result(self, text: str, result: str) -> str:
+        """``text`` with a phrase that stands for the previous result ("that result", "double it") as ``result``."""
+        return _THAT_RESULT.sub(result, text)
+
+    def span_clauses(self, text: str) -> list[str]:
+        """The stretches of ``text`` a copied span may not cross."""
+        return _CLAUSE_END.split(text)
+
+    def is_glue(self, word: str) -> bool:
+        """A word a copied value never starts or ends with ("in", "to", "of")."""
+        return _GLUE.fullmatch(word) is not None
+
+    def is_article(self, word: str) -> bool:
+        """An article: a copied value may start with one but never ends with one."""
+        return _ARTICLE.fullmatch(word) is not None
+
+    def numbers_in(self, text: str) -> set[float]:
+        """Numbers ``text`` states or implies: 1,234 and 12.5 and 15% (with 0.15 and 100), words ("twenty-five"),
+        and the numbers fraction and multiplier words stand for ("half": 2 and 0.5)."""
+        found: set[float] = set()
+        lowered = text.lower()
+        for match in WRITTEN_NUMBER.finditer(lowered):
+            value = float(match.group(0).rstrip("%").replace(",", ""))
+            found |= {value, abs(value)}
+            if match.group(1) == "%":
+                found |= {abs(value) / 100, 100.0}
+        found.update(float(value) for _, _, value in worded_numbers(lowered))
+        for pattern, values in _NUMBER_WORD_PATTERNS:
+            if pattern.search(lowered):
+                found.update(values)
+        return found
+
+    def numbers_written(self, text: str) -> list[str]:
+        """The numbers written in digits in ``text``, as written less sign and percent ("1,450", "2.50")."""
+        return [m.group(0).rstrip("%").lstrip("-") for m in WRITTEN_NUMBER.finditer(text)]
+
+    def number_values(self, text: str) -> list[float]:
+        """The absolute values of the numbers written in digits in ``text`` (an expression, an argument)."""
+        return [abs(float(m.group(0).rstrip("%").replace(",", ""))) for m in WRITTEN_NUMBER.finditer(text)]

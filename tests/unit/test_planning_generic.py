@@ -1,0 +1,150 @@
+"""Planning for any tool: description-only tools, the judge chain from config, a router that names no tool."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from agentmesh.common.v1 import common_pb2
+from services.router.generation import Generator
+from services.router.planning import JUDGE_NAMES, Planner, PlanningSettings, SelectorSettings
+from services.router.planning.candidates import CardIndex
+from services.router.planning.cards import name_words, tool_card
+from services.router.planning.embedding import MiniLmEmbedder
+from services.router.planning.judges import Decision
+from services.router.planning.shots import card_calls
+from services.router.turn_progress import TurnCounters
+from services.tools.builtin import default_tools
+from services.tools.convert import spec_to_proto
+from tests.support.planning import BagOfWords, Scripted, Selector, turn
+
+ROUTER = Path(__file__).resolve().parents[2] / "services" / "router"
+
+
+def described(name: str, description: str, properties: dict[str, dict[str, object]]) -> common_pb2.ToolSpec:
+    """A tool as an MCP server or an OpenAI ``tools`` list brings it: a name, a description and a schema."""
+    schema = {"type": "object", "properties": properties, "required": [next(iter(properties))]}
+    return common_pb2.ToolSpec(name=name, description=description, parameters_json_schema=json.dumps(schema))
+
+
+FORECAST = described(
+    "weather_forecast",
+    "Daily forecast for the coming days: high/low temperature, chance of precipitation and wind.",
+    {"city": {"type": "string", "description": "City to forecast for, e.g. 'Berlin'"}, "days": {"type": "integer"}},
+)
+TICKET = described(
+    "create_ticket",
+    "Open a new ticket in the issue tracker with a title, a description and a priority.",
+    {"title": {"type": "string"}, "priority": {"type": "string", "enum": ["low", "medium", "high"]}},
+)
+
+
+def test_a_described_tools_card_is_its_name_description_and_parameters() -> None:
+    card = tool_card(FORECAST)
+    assert card.described and card.negatives == ()
+    assert card.positives[0] == FORECAST.description and "weather forecast" in card.positives
+    assert "City to forecast for" in card.positives[-1]
+    assert name_words("calendar__listEvents") == "calendar list events"
+    assert not tool_card(spec_to_proto(default_tools()[0])).described  # a built-in brings examples
+
+
+def test_a_described_tool_gets_a_worked_call_built_from_its_schema() -> None:
+    [(request, arguments)] = card_calls(FORECAST)
+    assert arguments == {"city": "Berlin"} and request == "weather forecast Berlin"  # the quoted example value
+    [(_, ticket)] = card_calls(TICKET)
+    assert ticket == {"title": "title", "priority": "low"}  # a required value of its type, an enum's first
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLmEmbedder:
+    return MiniLmEmbedder()
+
+
+async def test_a_described_tool_is_chosen_for_a_paraphrase_of_its_description_and_not_for_a_near_miss(
+    embedder: MiniLmEmbedder,
+) -> None:
+    specs = [*(spec_to_proto(t) for t in default_tools()), FORECAST, TICKET]
+    s = Selector(embedder)
+    await s.load(specs)
+    asked = await s.select("What's the forecast for Lisbon for the next few days?")
+    assert asked.decision is Decision.TOOLS and asked.tools == ("weather_forecast",)
+    ticket = await s.select("Please open a ticket: the login page returns an error")
+    assert ticket.decision is Decision.TOOLS and ticket.tools == ("create_ticket",)
+    for near_miss in ("Write a short poem about the rain.", "Why do weather forecasts get it wrong so often?"):
+        assert "weather_forecast" not in (await s.select(near_miss)).tools, near_miss
+
+
+async def test_a_no_tool_example_a_loaded_tool_covers_leaves_the_no_tool_class() -> None:
+    population = common_pb2.ToolSpec(
+        name="city_population",
+        description="population of a city",
+        examples=[common_pb2.ToolExample(text="population of tokyo")],
+    )
+    no_tool = ["what is the population of tokyo", "write a poem about the sea"]
+    index = CardIndex(BagOfWords(), SelectorSettings(choose=0.5), no_tool)
+    await index.load([population])
+    assert index.no_tool_examples == ["write a poem about the sea"]
+    assert index.cards is not None and index.cards.covered == ("what is the population of tokyo",)
+    await index.load([spec_to_proto(default_tools()[0])])  # a tool list that does not cover it: it is back
+    assert index.no_tool_examples == no_tool
+
+
+async def test_a_changed_tool_list_embeds_only_what_changed() -> None:
+    embedder = BagOfWords()
+    index = CardIndex(embedder, no_tool_examples=["hello there"])
+    await index.load([FORECAST])
+    first = sum(len(c) for c in embedder.calls)
+    await index.load([FORECAST, TICKET])
+    added = embedder.calls[-1]
+    assert set(added) == set(tool_card(TICKET).positives)  # the forecast's cards and the no-tool ones are kept
+    assert first > len(added)
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [("similarity", "schema", "classifier", "llm"), ("similarity", "classifier", "llm"), ("llm",), ("similarity",)],
+)
+def test_the_judge_chain_is_the_configured_order(chain: tuple[str, ...]) -> None:
+    settings = PlanningSettings(judges=chain)
+    planner = Planner(cast(Generator, Scripted()), settings, BagOfWords())
+    assert tuple(planner.judges) == chain
+    assert planner.replans == (chain == ("llm",))  # only a chain that embeds nothing chooses again after tools
+
+
+async def test_a_chain_without_the_llm_judge_leaves_the_band_to_no_tool() -> None:
+    gen = Scripted()  # any generation would fail: nothing is scripted
+    specs = [FORECAST, TICKET]
+    planner = Planner(
+        cast(Generator, gen),
+        PlanningSettings(judges=("similarity",), selector=SelectorSettings(described_choose=0.99)),
+        BagOfWords(),
+    )
+    plan = await planner.plan(specs, turn("forecast for Oslo"), TurnCounters())
+    assert plan.calls == [] and gen.asked == []
+
+
+def test_every_judge_name_is_buildable_and_a_bad_chain_is_refused() -> None:
+    assert set(JUDGE_NAMES) == {"similarity", "schema", "classifier", "llm"}
+    with pytest.raises(ValueError, match="must come first"):
+        PlanningSettings(judges=("schema", "similarity"))
+
+
+def test_the_router_names_no_tool_and_holds_no_phrase_rules() -> None:
+    builtins = [t.name for t in default_tools()]
+    named = re.compile(r"\b(" + "|".join(map(re.escape, builtins)) + r")\b", re.IGNORECASE)
+    found = []
+    phrase_rule = re.compile(r"\b[a-z]{2,}\|[a-z]{2,}\|[a-z]{2,}")  # an alternation of words: a language rule
+    for path in sorted(ROUTER.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        found += [
+            f"{path.relative_to(ROUTER)}:{source.count(chr(10), 0, m.start()) + 1}" for m in named.finditer(source)
+        ]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and phrase_rule.search(node.value):
+                found.append(f"{path.relative_to(ROUTER)}:{node.lineno} (a word alternation)")
+    assert found == []
