@@ -129,13 +129,17 @@ class AgentClient:
 
     # -- Converse ------------------------------------------------------------
 
-    def conversation(self, session_id: str = "", *, timeout_s: float | None = None) -> Conversation:
-        """A session (new, or ``session_id`` continued) on one Converse stream lasting at most ``timeout_s``."""
+    def conversation(
+        self, session_id: str = "", *, create: bool = False, timeout_s: float | None = None
+    ) -> Conversation:
+        """A session on one Converse stream lasting at most ``timeout_s``: new (the server names it), or
+        ``session_id`` continued, or with ``create`` a new one named ``session_id`` (the first turn fails
+        with AlreadyExists if the tenant has it)."""
 
         def open_call(timeout: float | None) -> ConverseCall:
             return self._stub.Converse(metadata=self.metadata, timeout=timeout)
 
-        return Conversation(open_call, self._retry, session_id, Deadline.after(timeout_s))
+        return Conversation(open_call, self._retry, session_id, Deadline.after(timeout_s), create=create)
 
     def turn(
         self,

@@ -1,9 +1,11 @@
 """A session on one Converse stream, and its turns as async iterators of typed events.
 
 ``Conversation`` owns the bidirectional call (opened at the first turn, reopened after a failure with the
-session id it learned) and runs one turn at a time. ``Turn`` sends its StartTurn when first iterated and
-yields events until that turn's ``TurnCompleted``: every StartTurn ends with exactly one, cancelled, timed
-out, rejected and failed turns included, so a finished turn leaves the stream ready for the next.
+session id it learned) and runs one turn at a time; with ``create``, its turns ask the server to create the
+session under the caller's id (``StartTurn.create_session``) until one is accepted. ``Turn`` sends its
+StartTurn when first iterated and yields events until that turn's ``TurnCompleted``: every StartTurn ends
+with exactly one, cancelled, timed out, rejected and failed turns included, so a finished turn leaves the
+stream ready for the next.
 
 - A turn rejected before it started (rate limit, shedding, a gateway with no router) is sent again, same
   turn id, after the server's pushback, as ``RetryPolicy`` allows; the last rejection is the turn's
@@ -42,13 +44,23 @@ DRAIN_WAIT_S = 5.0
 class Conversation:
     """One session, one Converse stream (see module docstring). Use ``async with`` or call ``close()``."""
 
-    def __init__(self, open_call: OpenCall, retry: RetryPolicy, session_id: str, deadline: Deadline) -> None:
+    def __init__(
+        self, open_call: OpenCall, retry: RetryPolicy, session_id: str, deadline: Deadline, *, create: bool = False
+    ) -> None:
         self._open = open_call
         self._retry = retry
         self._deadline = deadline
         self._call: ConverseCall | None = None
         self._active: Turn | None = None
         self.session_id = session_id
+        #: Whether a turn of the session was accepted (TurnStarted) on this conversation: it exists.
+        self.accepted = False
+        self._create = create and bool(session_id)
+
+    @property
+    def create(self) -> bool:
+        """Whether the next turn asks to create the session ``session_id`` (until one is accepted)."""
+        return self._create and not self.accepted
 
     async def __aenter__(self) -> Conversation:
         return self
@@ -89,6 +101,7 @@ class Conversation:
         if self._call is None or self._call.done():
             self._call = self._open(self._deadline.timeout())
         turn.start.session_id = self.session_id or turn.start.session_id
+        turn.start.create_session = self.create or turn.start.create_session
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):  # the read reports why
             await self._call.write(agent_pb2.ConverseRequest(start_turn=turn.start))
         return self._call
@@ -123,6 +136,8 @@ class Turn:
         self._conversation = conversation
         self.start = start
         self.finished = False
+        #: The turn's TurnCompleted, once it has been yielded.
+        self.completed: TurnCompleted | None = None
         self._cancelled = False
         self._call: ConverseCall | None = None
         self._events: AsyncIterator[TurnEvent] | None = None
@@ -193,12 +208,14 @@ class Turn:
                     if isinstance(event, TurnStarted):
                         started = True
                         self._conversation.session_id = event.session_id
+                        self._conversation.accepted = True  # it exists now: later turns continue it
                     if isinstance(event, TextDelta) and (self._cancelled or event.turn_id != self.turn_id):
                         continue  # late text of a cancelled turn, or of an earlier one
                     if isinstance(event, TurnCompleted) and event.turn_id == self.turn_id:
                         wait = None if started or event.error is None else self._retry_delay(event.error, attempt)
                         if wait is None:
                             self.finished = True
+                            self.completed = event
                             yield event
                             return
                         await asyncio.sleep(wait)

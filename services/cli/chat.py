@@ -5,10 +5,15 @@ shows each tool call as it starts (→) and finishes (←), and streams the answ
 Ctrl-C during a turn cancels that turn and the chat goes on (late text of the
 cancelled turn is dropped by its turn id); Ctrl-C at the prompt or Ctrl-D ends
 the chat (``interrupts.py``). A turn that fails prints its status and the chat
-goes on. ``chat --once`` runs a single turn for scripts. ``complete`` streams a
-one-shot answer. Both speak through the typed client (``agentmesh_client``), so
-a turn or completion refused by the rate limit or shed is retried after the
-server's pushback (at most 3 tries, 10 s of waiting) before it is reported. The
+goes on. ``chat --once`` runs a single turn for scripts and exits 1 if it
+failed. The session id goes to stderr, as one line ``agentmesh: session ID``
+(after the ``--once`` turn, or when the chat ends), so stdout carries only the
+turn and a script can still capture the id; ``--session ID`` continues that
+session, and ``--new-session ID`` starts one under an id the caller chose
+(ALREADY_EXISTS if the tenant has it). ``complete`` streams a one-shot answer.
+Both speak through the typed client (``agentmesh_client``), so a turn or
+completion refused by the rate limit or shed is retried after the server's
+pushback (at most 3 tries, 10 s of waiting) before it is reported. The
 API key comes from ``--api-key``, then ``AGENTMESH_API_KEY``, then — on
 loopback only — the development key that ``agentmesh up`` configures.
 Failures print one line: ``agentmesh: error: CODE: message``.
@@ -134,16 +139,23 @@ async def chat_loop(
             await run_turn(new_turn(line), out, interrupts)
 
 
-async def chat(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
+async def chat(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+    """Raises CliError when the stream fails, or when the ``--once`` turn failed (its status is on ``out``)."""
+    session_id, create = (args.new_session, True) if args.new_session else (args.session, False)
     async with AgentClient.connect(args.target, api_key=api_key(args)) as client:
+        conversation = client.conversation(session_id, create=create)
         try:
-            async with client.conversation(args.session or "") as conversation:
+            async with conversation:
 
                 def new_turn(message: str) -> Turn:
                     return client.turn(conversation, message, tools=args.tool_choice, priority=args.priority)
 
                 if args.once is not None:
-                    await run_turn(new_turn(args.once), out)
+                    turn = new_turn(args.once)
+                    await run_turn(turn, out)
+                    done = turn.completed
+                    if done is not None and done.error is not None and done.finish_reason != "aborted":
+                        raise CliError(describe(done.error))
                     return
                 out.write(
                     f"agentmesh chat on {args.target} — Ctrl-C cancels a turn, Ctrl-C at the prompt or Ctrl-D quits\n"
@@ -153,6 +165,10 @@ async def chat(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
                     await chat_loop(new_turn, out, interrupts)
         except AgentMeshError as exc:
             raise CliError(describe(exc)) from None
+        finally:
+            if conversation.accepted:
+                err.write(f"agentmesh: session {conversation.session_id}\n")
+                err.flush()
 
 
 async def complete(args: argparse.Namespace, out: TextIO = sys.stdout) -> None:
@@ -176,8 +192,17 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--once", metavar="MESSAGE", help="send one message, print the turn, exit")
-    parser.add_argument("--session", default="", help="continue this session")
+    parser.add_argument("--once", metavar="MESSAGE", help="send one message, print the turn, exit (1 if it failed)")
+    sessions = parser.add_mutually_exclusive_group()
+    sessions.add_argument(
+        "--session", default="", metavar="ID", help="continue this session (its id is printed on stderr)"
+    )
+    sessions.add_argument(
+        "--new-session",
+        default="",
+        metavar="ID",
+        help="start a session under this id (1-128 letters, digits, '.', '_', '-'); ALREADY_EXISTS if taken",
+    )
     parser.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
 
 

@@ -10,7 +10,10 @@ auth.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import math
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import grpc.aio
@@ -19,6 +22,7 @@ from opentelemetry import trace
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from services.router.agent_loop import AgentLoop
+from services.router.answer import default_repetition_penalty
 from services.router.converse import ConverseStream
 from services.router.convert import TOOL_CHOICE_MODES, session_message
 from services.router.generation import GenerationSpec, Generator
@@ -34,6 +38,8 @@ from services.runtime.tenancy import TENANT_HEADER, current_tenant
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 MAX_MESSAGE_CHARS = 32_000
 MAX_ID_CHARS = 128
+#: A session id a client chooses (StartTurn.create_session): safe in a shell, a URL and a Redis key.
+NEW_SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 MAX_TURN_TIMEOUT_S = 3600.0
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -55,6 +61,11 @@ def check_sampling(s: common_pb2.SamplingParams, prefix: str, max_tokens: int) -
         bad.append(FieldViolation(f"{prefix}.top_p", "must be in (0, 1]"))
     if s.HasField("max_tokens") and not 1 <= s.max_tokens <= max_tokens:
         bad.append(FieldViolation(f"{prefix}.max_tokens", f"must be between 1 and {max_tokens}"))
+    for name in ("presence_penalty", "frequency_penalty"):
+        if s.HasField(name) and not -2 <= getattr(s, name) <= 2:
+            bad.append(FieldViolation(f"{prefix}.{name}", "must be between -2 and 2"))
+    if s.HasField("repetition_penalty") and not (math.isfinite(s.repetition_penalty) and s.repetition_penalty > 0):
+        bad.append(FieldViolation(f"{prefix}.repetition_penalty", "must be greater than 0 (1: no penalty)"))
     return bad
 
 
@@ -65,12 +76,19 @@ def _raise(bad: list[FieldViolation]) -> None:
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self, loop: AgentLoop, generator: Generator, sessions: SessionStore, *, max_output_tokens: int = 1024
+        self,
+        loop: AgentLoop,
+        generator: Generator,
+        sessions: SessionStore,
+        *,
+        max_output_tokens: int = 1024,
+        repetition_penalty: float = 1.0,
     ) -> None:
         self._loop = loop
         self._generator = generator
         self._sessions = sessions
         self._max_output_tokens = max_output_tokens
+        self._repetition_penalty = repetition_penalty  # of a Complete that sets none: plain chat, as in answer.py
         self._open_streams: OpenStreams[agent_pb2.ConverseResponse] = OpenStreams()
 
     def service(self) -> Service:
@@ -93,6 +111,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             value = getattr(start, name)
             if len(value) > MAX_ID_CHARS or any(c.isspace() or c in "{}" for c in value):
                 bad.append(FieldViolation(f"start_turn.{name}", "at most 128 characters, no spaces or braces"))
+            elif name == "session_id" and value and start.create_session and not NEW_SESSION_ID.fullmatch(value):
+                rule = "a new session's id is 1-128 letters, digits, '.', '_' or '-'"
+                bad.append(FieldViolation("start_turn.session_id", rule))
         if start.tool_choice.mode not in TOOL_CHOICE_MODES:
             bad.append(FieldViolation("start_turn.tool_choice.mode", "unknown mode"))
         if start.tool_choice.mode == agent_pb2.TOOL_CHOICE_MODE_NAMED:
@@ -120,10 +141,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request: agent_pb2.CompleteRequest,
         context: grpc.aio.ServicerContext[agent_pb2.CompleteRequest, agent_pb2.CompleteResponse],
     ) -> AsyncIterator[agent_pb2.CompleteResponse]:
-        async for event in self.complete_events(request):
-            yield event
+        async with contextlib.aclosing(self.complete_events(request)) as events:
+            async for event in events:
+                yield event
 
-    async def complete_events(self, request: agent_pb2.CompleteRequest) -> AsyncIterator[agent_pb2.CompleteResponse]:
+    async def complete_events(
+        self, request: agent_pb2.CompleteRequest
+    ) -> AsyncGenerator[agent_pb2.CompleteResponse, None]:
         """One Complete's events, for a call of its own or a request on a gateway's relay stream (``relay.py``):
         validate (InvalidArgument), ``started``, the text as the generator coalesces it, ``finished``."""
         bad = []
@@ -143,21 +167,23 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         sampling.CopyFrom(request.sampling)
         if not sampling.HasField("temperature"):
             sampling.temperature = 0.0
+        default_repetition_penalty(sampling, self._repetition_penalty)
         messages = [Message("system", request.system_prompt or DEFAULT_SYSTEM_PROMPT), Message("user", request.prompt)]
         spec = GenerationSpec(messages, sampling, request.priority or common_pb2.PRIORITY_P1)
-        async for event in self._generator.stream(spec):
-            if event.text:
-                yield agent_pb2.CompleteResponse(text_delta=agent_pb2.TextDelta(text=event.text))
-            if event.done is not None:
-                d = event.done
-                yield agent_pb2.CompleteResponse(
-                    finished=agent_pb2.CompleteFinished(
-                        usage=d.usage,
-                        finish_reason=d.finish_reason,
-                        time_to_first_token=duration(d.ttft_s),
-                        cached=d.cached,
+        async with contextlib.aclosing(self._generator.stream(spec)) as generation:
+            async for event in generation:
+                if event.text:
+                    yield agent_pb2.CompleteResponse(text_delta=agent_pb2.TextDelta(text=event.text))
+                if event.done is not None:
+                    d = event.done
+                    yield agent_pb2.CompleteResponse(
+                        finished=agent_pb2.CompleteFinished(
+                            usage=d.usage,
+                            finish_reason=d.finish_reason,
+                            time_to_first_token=duration(d.ttft_s),
+                            cached=d.cached,
+                        )
                     )
-                )
 
     async def GetSession(
         self,

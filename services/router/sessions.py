@@ -2,13 +2,16 @@
 
 Keys (one hash tag per session, so a Redis Cluster keeps them on one shard)::
 
-    agentmesh:session:{<tenant>:<session>}:meta     hash: created_at, system_prompt, v, archived, omitted
+    agentmesh:session:{<tenant>:<session>}:meta     hash: created_at, created_by, system_prompt, v, archived,
+                                                    omitted
     agentmesh:session:{<tenant>:<session>}:events   stream: the events of turns not yet archived (v, e)
     agentmesh:session:{<tenant>:<session>}:turns    set: turn ids already appended
     agentmesh:session:{<tenant>:<session>}:archive  stream: one folded turn per entry, id ``<turn number>-0`` (v, t)
 
 A session exists from the moment it is created (``create``: the meta hash),
-so a turn retried after its router died finds the session the server chose.
+so a turn retried after its router died finds the session the server chose;
+``created_by`` names the turn that created it, so a retry of that turn can
+tell the session it created from one that was there before it.
 A turn is appended when it completes, all its events at once, by one Lua
 script that first checks the turn id: a retried turn id is never appended
 twice (the script returns 0 and the caller replays the recorded turn instead).
@@ -67,9 +70,10 @@ return 1
 """
 
 # Only a session that did not exist gets the TTL: an existing one keeps the expiry its last append set.
+# ARGV: created_at, system prompt, v, ttl ms, the creating turn's id.
 CREATE = """
 if redis.call('HSETNX', KEYS[1], 'created_at', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'system_prompt', ARGV[2], 'v', ARGV[3])
+redis.call('HSET', KEYS[1], 'system_prompt', ARGV[2], 'v', ARGV[3], 'created_by', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 """
@@ -84,6 +88,8 @@ class Session:
     system_prompt: str
     created_at: float
     turns: list[TurnRecord] = field(default_factory=list)
+    #: Id of the turn that created the session ("" for sessions older than the field).
+    created_by: str = ""
     ttl_s: float = 0.0
     #: Turns before ``turns[0]`` (archived beyond the window, or before a GetSession page).
     first_turn: int = 0
@@ -163,15 +169,17 @@ class SessionStore:
         meta, events, turns = session_keys(self._prefix, tenant, session_id)
         return meta, events, turns, events.removesuffix(":events") + ":archive"
 
-    async def create(self, tenant: str, session_id: str, system_prompt: str) -> Session:
-        """The session ``session_id``, created now unless it exists (then it is loaded as it is)."""
+    async def create(self, tenant: str, session_id: str, system_prompt: str, *, created_by: str = "") -> Session:
+        """The session ``session_id``, created now by turn ``created_by`` unless it exists (then it is loaded
+        as it is: its ``created_by`` says whether that turn created it)."""
         keys = self._keys(tenant, session_id)
         now = time.time()
-        args: list[str | float] = [now, system_prompt, SCHEMA_VERSION, int(self.ttl_s * 1000)]
+        args: list[str | float] = [now, system_prompt, SCHEMA_VERSION, int(self.ttl_s * 1000), created_by]
+        fresh = Session(tenant, session_id, system_prompt, now, ttl_s=self.ttl_s, created_by=created_by)
         if await self._create(keys=[keys[0]], args=args):
-            return Session(tenant, session_id, system_prompt, now, ttl_s=self.ttl_s)
-        existing = await self.load(tenant, session_id)
-        return existing or Session(tenant, session_id, system_prompt, now, ttl_s=self.ttl_s)  # expired just now
+            return fresh
+        existing = await self.load(tenant, session_id, created_by)
+        return existing or fresh  # expired just now
 
     async def load(self, tenant: str, session_id: str, turn_id: str = "") -> Session | None:
         """The session with its newest turns (at most ``window_turns`` archived ones), or None.
@@ -229,6 +237,7 @@ class SessionStore:
             system_prompt=meta.get(b"system_prompt", b"").decode(),
             created_at=float(meta.get(b"created_at", b"0")),
             ttl_s=ttl_ms / 1000 if ttl_ms and ttl_ms > 0 else 0.0,
+            created_by=meta.get(b"created_by", b"").decode(),
         )
 
     async def _find(self, archive_key: str, turn_id: str) -> TurnRecord | None:

@@ -163,7 +163,9 @@ async def test_rejections_raise_the_taxonomy_and_retries_honour_the_pushback(mak
 async def test_the_cli_chats_and_completes_through_the_client(gateways: dict[str, str]) -> None:
     common = {"target": gateways["default"], "api_key": "acme-secret-key", "priority": "P1"}
     out = io.StringIO()
-    await chat.chat(argparse.Namespace(**common, once="What is 6*7?", session="", tool_choice="calculator"), out)
+    await chat.chat(
+        argparse.Namespace(**common, once="What is 6*7?", session="", new_session="", tool_choice="calculator"), out
+    )
     text = out.getvalue()
     assert "  → calculator {" in text and "  ← calculator " in text and "generations (named)" in text
     out = io.StringIO()

@@ -16,7 +16,7 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from loadtest.session_prefix import run_session
 from meshkit.mesh import FAST_SIM, Mesh, start_mesh
-from meshkit.turns import converse
+from meshkit.turns import TurnResult, converse
 from services.runtime.status_decode import rich_error_of
 from tests.support.turns import next_message
 from tests.support.waiting import eventually
@@ -48,6 +48,41 @@ async def test_an_unknown_session_is_not_found_unless_the_client_creates_it(mesh
     assert go_on.completed.finish_reason == common_pb2.FINISH_REASON_STOP
     session = (await stub.GetSession(agent_pb2.GetSessionRequest(session_id="mine"))).session
     assert [t.user_message for t in session.turns] == ["my name is Ada", "and mine?"] and session.turn_count == 2
+
+
+def _code(result: TurnResult) -> grpc.StatusCode:
+    status = status_pb2.Status.FromString(result.completed.status) if result.completed.status else None
+    return next(c for c in grpc.StatusCode if status is not None and c.value[0] == status.code)
+
+
+async def test_a_chosen_id_is_created_once_per_tenant_and_a_retried_creating_turn_continues(mesh: Mesh) -> None:
+    stub = await mesh.add_router()
+    other = (("x-agentmesh-tenant", "other"),)
+
+    def create(message: str, turn_id: str = "", sid: str = "team-chat.1") -> agent_pb2.StartTurn:
+        return agent_pb2.StartTurn(
+            session_id=sid, create_session=True, turn_id=turn_id, message=message, tool_choice=NONE
+        )
+
+    first = await converse(stub, create("hello", turn_id="t-1"))
+    assert first.accepted.session_id == "team-chat.1" and first.completed.finish_reason == common_pb2.FINISH_REASON_STOP
+    # The same turn id again (a client retrying after a lost reply): the turn it created, replayed, not refused.
+    retried = await converse(stub, create("hello", turn_id="t-1"))
+    assert retried.accepted.session_id == "team-chat.1" and retried.text == first.text
+    # Any other turn asking to create it: ALREADY_EXISTS, and nothing appended.
+    taken = await converse(stub, create("hello again", turn_id="t-2"))
+    assert taken.kinds() == ["turn_completed"] and _code(taken) == grpc.StatusCode.ALREADY_EXISTS
+    # The id is the tenant's own: another tenant creates its own session of that name, and sees only it.
+    theirs = await converse(stub, create("bonjour"), metadata=other)
+    assert theirs.accepted.session_id == "team-chat.1"
+    mine = (await stub.GetSession(agent_pb2.GetSessionRequest(session_id="team-chat.1"))).session
+    seen = (await stub.GetSession(agent_pb2.GetSessionRequest(session_id="team-chat.1"), metadata=other)).session
+    assert [t.user_message for t in mine.turns] == ["hello"] and [t.user_message for t in seen.turns] == ["bonjour"]
+    for bad in ("has space", "slash/ed", "x" * 129, "ünï"):
+        refused = await converse(stub, create("hi", sid=bad))
+        assert _code(refused) == grpc.StatusCode.INVALID_ARGUMENT, bad
+        assert b"start_turn.session_id" in refused.completed.status
+    assert (await converse(stub, create("hi", sid="x" * 128))).accepted.session_id == "x" * 128
 
 
 async def test_a_new_session_is_stored_once_accepted(redis_client: aioredis.Redis) -> None:
