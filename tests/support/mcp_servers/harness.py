@@ -74,7 +74,7 @@ class HttpWorkbench:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    async def start(self, within_s: float = 20.0) -> None:
+    async def start(self, within_s: float = 60.0) -> None:
         env = {**os.environ, "MCP_TEST_MARKS": str(self.marks)}
         log = (self.marks / "http-server.log").open("ab")
         self.process = await asyncio.create_subprocess_exec(
@@ -84,8 +84,22 @@ class HttpWorkbench:
         deadline = time.monotonic() + within_s
         while not _listening(self.port):
             if self.process.returncode is not None or time.monotonic() > deadline:
-                raise AssertionError(f"the HTTP MCP server did not start on {self.port}")
+                tail = (self.marks / "http-server.log").read_text(errors="replace")[-2000:]
+                raise AssertionError(
+                    f"the HTTP MCP server did not start on {self.port} (exit {self.process.returncode}):\n{tail}"
+                )
             await asyncio.sleep(0.05)
+
+    async def restart(self, tries: int = 3) -> None:
+        """Start it again on its port; a loaded box has failed a start at times (rarely), so up to ``tries``."""
+        for attempt in range(1, tries + 1):
+            try:
+                await self.start()
+                return
+            except AssertionError:
+                await self.kill()
+                if attempt == tries:
+                    raise
 
     async def kill(self) -> None:
         if self.process is not None and self.process.returncode is None:
@@ -125,9 +139,12 @@ async def mcp_executor(
     servers: dict[str, Any],
     *,
     breaker: BreakerPolicy | None = None,
-    start_wait_s: float = 20.0,
+    ready: bool = True,
+    within_s: float = 90.0,
     tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[McpExecutor]:
+    """``ready``: wait until every server is up (a loaded box can take seconds per start); else only until each
+    first attempt has ended, up or down."""
     configs = parse_mcp_config({"mcpServers": servers}, source="test", env=os.environ)
     registry = ToolRegistry(default_tools())
     metrics = Metrics()
@@ -146,7 +163,12 @@ async def mcp_executor(
     server: MeshServer | None = None
     channel: grpc.aio.Channel | None = None
     try:
-        await mount.settled(start_wait_s)
+        if ready:
+            await eventually(
+                lambda: all(not c.unavailable() for c in mount.connections.values()), within_s, "every MCP server up"
+            )
+        else:
+            await mount.settled(within_s)
         tracer = tracer_provider.get_tracer("agentmesh.tools") if tracer_provider is not None else None
         servicer = ToolExecutorServicer(executor, tracer)
         server = MeshServer(ServiceConfig(host="127.0.0.1", port=0), [servicer.service()], metrics=metrics)
@@ -203,7 +225,7 @@ class ExecuteClient:
     async def cancel(self, call_id: str) -> None:
         await self.call.write(tools_pb2.ExecuteRequest(cancel=tools_pb2.CancelToolCall(call_id=call_id)))
 
-    async def result(self, call_id: str, within_s: float = 20.0) -> tools_pb2.ToolResult:
+    async def result(self, call_id: str, within_s: float = 60.0) -> tools_pb2.ToolResult:
         await eventually(lambda: call_id in self.results, within_s, f"the result of {call_id}")
         return self.results[call_id]
 
@@ -220,7 +242,7 @@ def output(result: tools_pb2.ToolResult) -> Any:
     return json.loads(result.output_json)
 
 
-async def wait_mark(marks: Path, name: str, within_s: float = 10.0) -> None:
+async def wait_mark(marks: Path, name: str, within_s: float = 30.0) -> None:
     await eventually((marks / name).exists, within_s, f"mark {name}")
 
 
