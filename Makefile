@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: setup run test test-reliability soak check lint typecheck protolint protobreaking pytest bench eval gen lock clean
+.PHONY: setup run test test-reliability soak check lint typecheck protolint protobreaking pytest bench eval eval-chat gen lock clean
 
 ## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
 setup:
@@ -51,6 +51,10 @@ bench: setup
 ## eval: run the agent evaluation (dev + held-out, embedding vs llm tool selection) on vLLM and write EVAL.md
 eval: setup
 	$(PY) -m evals
+
+## eval-chat: degenerate plain-chat answers per repetition penalty (dev chooses, then held-out) → a section of EVAL.md
+eval-chat: setup
+	$(PY) -m evals.chat --heldout-all --report EVAL.md
 
 ## gen: regenerate the contracts from protos/
 gen:

@@ -41,8 +41,10 @@ def selection_name(value: agent_pb2.ToolSelection.ValueType) -> str:
 
 
 # The stub and call stay Any: tests/unit/test_eval_scoring.py drives run_eval with a fake stub and call.
-async def _run_turn(call: Any, record: TurnRecord, session_id: str) -> None:
-    start = agent_pb2.StartTurn(session_id=session_id, message=record.message)
+async def _run_turn(
+    call: Any, record: TurnRecord, session_id: str, sampling: common_pb2.SamplingParams | None = None
+) -> None:
+    start = agent_pb2.StartTurn(session_id=session_id, message=record.message, sampling=sampling)
     sent = time.perf_counter()
     await call.write(agent_pb2.ConverseRequest(start_turn=start))
     by_id: dict[str, ToolCall] = {}
@@ -83,9 +85,15 @@ async def _run_turn(call: Any, record: TurnRecord, session_id: str) -> None:
 
 
 async def run_case(
-    stub: Any, case: Case, mode: str, *, turn_timeout_s: float = DEFAULT_TURN_TIMEOUT_S
+    stub: Any,
+    case: Case,
+    mode: str,
+    *,
+    turn_timeout_s: float = DEFAULT_TURN_TIMEOUT_S,
+    sampling: common_pb2.SamplingParams | None = None,
 ) -> list[TurnRecord]:
-    """Every turn of ``case`` on one Converse stream, in one session (the id TurnAccepted gave)."""
+    """Every turn of ``case`` on one Converse stream, in one session (the id TurnAccepted gave); ``sampling``
+    for every answer (None: the router's defaults)."""
     records = [TurnRecord(case.id, case.category, case.split, mode, i, turn) for i, turn in enumerate(case.turns, 1)]
     call: Any = stub.Converse(metadata=((TENANT_HEADER, EVAL_TENANT),))
     session_id = ""
@@ -93,7 +101,7 @@ async def run_case(
         for record in records:
             try:
                 async with asyncio.timeout(turn_timeout_s):
-                    await _run_turn(call, record, session_id)
+                    await _run_turn(call, record, session_id, sampling)
             except TimeoutError:
                 record.error = f"no TurnCompleted within {turn_timeout_s:g} s"
             except grpc.aio.AioRpcError as exc:
