@@ -100,6 +100,11 @@ class RouterConfig(RedisConfig):
         "embedding selector: --selector-reject for a tool that brings no example requests (described only)",
         check=non_negative,
     )
+    selector_described_lead: float = opt(
+        0.08,
+        "embedding selector: the lead over every other tool that chooses a described-only tool with no intent word",
+        check=non_negative,
+    )
     judges: tuple[str, ...] = opt(
         (),
         "the planning judges in order, comma-separated, from similarity, schema, classifier, llm "
@@ -129,6 +134,7 @@ class RouterConfig(RedisConfig):
             band_confidence=self.selector_band_confidence,
             described_choose=self.selector_described_choose,
             described_reject=self.selector_described_reject,
+            described_lead=self.selector_described_lead,
         )
         if self.judges:
             return PlanningSettings(judges=self.judges, selector=selector)

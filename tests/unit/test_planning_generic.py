@@ -21,7 +21,7 @@ from services.router.planning.shots import card_calls
 from services.router.turn_progress import TurnCounters
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
-from tests.support.planning import BagOfWords, Scripted, Selector, turn
+from tests.support.planning import BagOfWords, Scripted, turn
 
 ROUTER = Path(__file__).resolve().parents[2] / "services" / "router"
 
@@ -69,14 +69,19 @@ async def test_a_described_tool_is_chosen_for_a_paraphrase_of_its_description_an
     embedder: MiniLmEmbedder,
 ) -> None:
     specs = [*(spec_to_proto(t) for t in default_tools()), FORECAST, TICKET]
-    s = Selector(embedder)
-    await s.load(specs)
-    asked = await s.select("What's the forecast for Lisbon for the next few days?")
-    assert asked.decision is Decision.TOOLS and asked.tools == ("weather_forecast",)
-    ticket = await s.select("Please open a ticket: the login page returns an error")
-    assert ticket.decision is Decision.TOOLS and ticket.tools == ("create_ticket",)
-    for near_miss in ("Write a short poem about the rain.", "Why do weather forecasts get it wrong so often?"):
-        assert "weather_forecast" not in (await s.select(near_miss)).tools, near_miss
+    # Only the two fills generate: every choice here is the judges' before the LLM's.
+    gen = Scripted('{"city":"Lisbon"}', '{"title":"the login page returns an error"}')
+    planner = Planner(cast(Generator, gen), PlanningSettings(judges=("similarity", "schema", "classifier")), embedder)
+    await planner.prepare(specs)
+
+    async def planned(message: str) -> list[str]:
+        return [c.name for c in (await planner.plan(specs, turn(message), TurnCounters())).calls]
+
+    assert await planned("What's the forecast for Lisbon for the next few days?") == ["weather_forecast"]
+    assert await planned("Please open a ticket: the login page returns an error") == ["create_ticket"]
+    for near_miss in ("Write a short poem about the rain.", "What causes thunderstorms?"):
+        assert await planned(near_miss) == [], near_miss
+    assert len(gen.asked) == 2 and all(json.loads(a.json_schema)["type"] == "object" for a in gen.asked)
 
 
 async def test_a_no_tool_example_a_loaded_tool_covers_leaves_the_no_tool_class() -> None:

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+#: ``Cards.negative_owner`` of a capability ask (``no_tool_examples.CAPABILITY_ASKS``).
+CAPABILITY = -2
+
+
 @dataclass
 class Cards:
     """The embedded cards of one tool list."""
@@ -50,7 +54,8 @@ class Cards:
     positives: Vectors
     owner: npt.NDArray[np.int64]
     negatives: Vectors
-    #: ``negative_owner[j]``: the tool whose near miss row j is, or -1 for a tool-independent no-tool example.
+    #: ``negative_owner[j]``: the tool whose near miss row j is, -1 for a tool-independent no-tool example, or
+    #: ``CAPABILITY`` for a capability ask (it stands against the tools that bring examples only).
     negative_owner: npt.NDArray[np.int64]
     negative_texts: list[str]
     #: Per tool, the words that mark its requests (``intent_words``): the lexical double-check.
@@ -87,11 +92,13 @@ class CardIndex:
         settings: SelectorSettings | None = None,
         no_tool_examples: Sequence[str] = NO_TOOL_EXAMPLES,
         language: Language = ENGLISH,
+        capability_asks: Sequence[str] = (),
     ) -> None:
         self._embedder = embedder
         self.settings = settings or SelectorSettings()
         self.language = language
-        self._no_tool = tuple(no_tool_examples)
+        self._capabilities = frozenset(capability_asks)
+        self._no_tool = tuple(dict.fromkeys([*no_tool_examples, *capability_asks]))
         self.cards: Cards | None = None
         self._loaded_for: tuple[tuple[str, ...], ...] | None = None
         #: Every card text embedded so far (as ``_embed`` writes it): a changed tool list embeds only what is new.
@@ -108,7 +115,7 @@ class CardIndex:
         cards = self.cards
         if cards is None:
             return list(self._no_tool)
-        return [t for t, owner in zip(cards.negative_texts, cards.negative_owner, strict=True) if owner < 0]
+        return [t for t, owner in zip(cards.negative_texts, cards.negative_owner, strict=True) if owner == -1]
 
     async def load(self, specs: Sequence[common_pb2.ToolSpec]) -> None:
         """Embed the cards of ``specs`` (skipped when the tool list did not change)."""
@@ -130,7 +137,8 @@ class CardIndex:
         described = np.asarray([c.described for c in cards], dtype=np.bool_)
         generic = self._uncovered(cards, positives, np.asarray(owner, dtype=np.int64), described)
         negatives = [*generic, *(t for _, t in own_negatives)]
-        negative_owner = [-1] * len(generic) + [i for i, _ in own_negatives]
+        negative_owner = [CAPABILITY if t in self._capabilities else -1 for t in generic]
+        negative_owner += [i for i, _ in own_negatives]
         # Intent words set a tool's asks apart from what needs no tool (near misses and no-tool requests), not
         # from other tools' asks: telling tools apart is the embedding's part.
         intents = [intent_words(c.intent_texts, negatives, self.language) for c in cards]

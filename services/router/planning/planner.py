@@ -39,7 +39,7 @@ from services.router.planning.judges.classifier import ClassifierJudge
 from services.router.planning.judges.llm import LlmJudge
 from services.router.planning.judges.schema import SchemaJudge
 from services.router.planning.judges.similarity import SimilarityJudge
-from services.router.planning.no_tool_examples import NO_TOOL_EXAMPLES
+from services.router.planning.no_tool_examples import CAPABILITY_ASKS, NO_TOOL_EXAMPLES
 from services.router.planning.settings import PlanningSettings
 from services.router.planning.structured import Structured
 from services.router.turn_progress import TurnCounters
@@ -84,6 +84,7 @@ class Planner:
         metrics: RouterMetrics | None = None,
         tracer: trace.Tracer | None = None,
         no_tool_examples: Sequence[str] = NO_TOOL_EXAMPLES,
+        capability_asks: Sequence[str] = CAPABILITY_ASKS,
         index: CardIndex | None = None,
         first_judge: Judge | None = None,
     ) -> None:
@@ -97,7 +98,7 @@ class Planner:
         self._tracer = tracer or trace.get_tracer("agentmesh.router")
         structured = Structured(generator, metrics, self._tracer)
         if index is None and settings.embeds and embedder is not None:
-            index = CardIndex(embedder, settings.selector, no_tool_examples, self._language)
+            index = CardIndex(embedder, settings.selector, no_tool_examples, self._language, capability_asks)
         self._index = index
         self._judges, self._llm = build_chain(settings, structured, metrics)
         if first_judge is not None:

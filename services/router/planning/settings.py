@@ -39,6 +39,9 @@ class SelectorSettings:
     #: description then, and those similarities run lower (calibrated on the generality eval's dev split).
     described_choose: float = 0.45
     described_reject: float = 0.25
+    #: A tool described only is also chosen, with no intent word of its own in the text, when it scores at least
+    #: ``described_choose`` and leads every other tool by this much: the embedding alone is unambiguous then.
+    described_lead: float = 0.08
     max_tools: int = 3
 
     def __post_init__(self) -> None:
@@ -50,6 +53,8 @@ class SelectorSettings:
             )
         if not 0 <= self.margin <= self.overrule:
             raise ValueError("--selector-overrule: must be at least --selector-margin")
+        if not 0 <= self.described_lead <= 1:
+            raise ValueError("--selector-described-lead: must be between 0 and 1")
         if not 0 <= self.pin_lead <= self.overrule:
             raise ValueError("--selector-pin-lead: must be between 0 and --selector-overrule")
         if not (self.band_confidence == 0 or 0.5 <= self.band_confidence <= 1.0):

@@ -42,8 +42,8 @@ def _value(name: str, prop: dict[str, Any], required: bool) -> Any:
     if not required:
         return None
     if kind == "array":
-        item = prop.get("items") if isinstance(prop.get("items"), dict) else {}
-        inner = _value(name, item, True)
+        items = prop.get("items")
+        inner = _value(name, items if isinstance(items, dict) else {}, True)
         return [inner] if inner is not None else []
     if kind == "object":
         return {}

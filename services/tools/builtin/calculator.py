@@ -266,7 +266,7 @@ NEGATIVE_EXAMPLES = (
 )
 
 #: The unit arithmetic an expression may need beyond the message's own numbers, by the words that call for it.
-CONSTANTS: dict[str, list[float]] = {
+UNIT_CONSTANTS: dict[str, list[float]] = {
     "*": [2, 100],
     "second": [60, 3600, 86400],
     "minute": [60, 1440],
@@ -324,7 +324,7 @@ TOOL = ToolDefinition(
                 "x-agentmesh-compose-pattern": COMPOSED,
                 # Numbers an expression may use that the message need not write, each with the words that
                 # ground it ("a week in hours" is 7*24); "*": any message.
-                "x-agentmesh-constants": CONSTANTS,
+                "x-agentmesh-constants": UNIT_CONSTANTS,
             }
         },
         "required": ["expression"],

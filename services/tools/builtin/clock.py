@@ -114,6 +114,8 @@ NEGATIVE_EXAMPLES = (
     "Recommend a good watch for running",
     # A place name alone is not a time question: these are about the place.
     "What's the weather like in London today?",
+    "Will it be sunny in Madrid this weekend?",
+    "What's the forecast for tomorrow?",
     "What is the most famous landmark in Tokyo?",
     "Who is the mayor of Berlin?",
     "What currency do they use in Japan?",

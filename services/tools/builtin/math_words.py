@@ -229,7 +229,9 @@ def arithmetic_pattern() -> str:
         for small in _SPELLINGS
         if (bigs := "(?:" + "|".join(_SPELLINGS[b] for b in _SPELLINGS if units_in(b, small)) + ")") != "(?:)"
     )
-    return rf"(?i)^(?:{chain}|{verbs}|{percent}|{average}|{time})$"
+    # A calendar date ("2026-10-14") is written with minus signs but is no subtraction.
+    not_a_date = r"(?!.*\b\d{4}-\d{1,2}-\d{1,2}\b)"
+    return rf"(?i)^{not_a_date}(?:{chain}|{verbs}|{percent}|{average}|{time})$"
 
 
 def rewrite(expression: str) -> str:

@@ -13,6 +13,9 @@ margin, the model only for the band):
   intent words (the lexical double-check; without one the text is
   ambiguous). The two judges agreeing is the evidence, so the lead over "not
   this tool" need not be wide.
+- A tool described only (no example requests: its card is its name and
+  description) whose text shares no intent word is still chosen when it
+  scores ``described_choose`` and leads every other tool by ``described_lead``.
 - A text needs *no tool* when its best tool scores below ``reject`` (or
   ``described_reject``), or the "not this tool" side beats it by ``margin``.
   Anything else is *ambiguous*.
@@ -28,6 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from services.router.metrics import RouterMetrics
 from services.router.planning.candidates import Cards, TextScore
@@ -150,12 +156,14 @@ class SimilarityJudge:
         s = self._settings
         per_tool = scored.per_tool
         negative_sims = scored.negatives
-        generic = cards.negative_owner < 0
-        no_tool = float(negative_sims[generic].max()) if generic.any() else -1.0
         scores = {name: round(float(per_tool[i]), 4) for i, name in enumerate(cards.tools)}
         best_index = int(per_tool.argmax())
         best = float(per_tool[best_index])
         described = bool(cards.described[best_index])
+        # Capability asks stand against the tools that bring examples: a tool described only has no examples
+        # tuned against the asks it does not serve, and its own asks are among them.
+        generic = cards.negative_owner == -1 if described else cards.negative_owner < 0
+        no_tool = float(negative_sims[generic].max()) if generic.any() else -1.0
         choose, reject = (s.described_choose, s.described_reject) if described else (s.choose, s.reject)
         mine = cards.negative_owner == best_index
         against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
@@ -168,11 +176,23 @@ class SimilarityJudge:
                 rivals = (generic | mine) & cards.rivals[best_index] if intents else generic | mine
                 if best > (float(negative_sims[rivals].max()) if rivals.any() else -1.0):
                     return _TextVerdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
+            elif described and best > against and best - self._runner_up(per_tool, best_index) >= s.described_lead:
+                # A card of a name and a description holds few words to share; far ahead of every other tool,
+                # the embedding alone is evidence enough.
+                return _TextVerdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
             elif best > against:
                 return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent
         if best < reject or against - best >= s.margin:
             return _TextVerdict(Decision.NONE, [], scores, against)
         return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)
+
+    @staticmethod
+    def _runner_up(per_tool: npt.NDArray[np.float32], best_index: int) -> float:
+        """The second-best tool's score (-1 when there is one tool)."""
+        if len(per_tool) < 2:
+            return -1.0
+        others = np.delete(per_tool, best_index)
+        return float(others.max())
 
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:
