@@ -123,9 +123,7 @@ async def main(argv: Sequence[str]) -> int:
     messages = [t.message for c in load_cases(["dev"], GENERALITY_DIR, catalog) for t in c.turns]
     embedder = MiniLmEmbedder()
     await embedder.warm_up()
-    print(
-        "| tools | card texts | selection p50 | p99 | cold load | reload, one tool changed | index arrays | RSS growth |"
-    )
+    print("| tools | card texts | selection p50 | p99 | cold load | reload, one changed | index arrays | RSS growth |")
     print("|---|---|---|---|---|---|---|---|")
     for count in (int(c) for c in args.counts.split(",")):
         r = await measure(count, messages, embedder, args.rounds)

@@ -16,7 +16,6 @@ from services.router.planning import JUDGE_NAMES, Planner, PlanningSettings, Sel
 from services.router.planning.candidates import CardIndex
 from services.router.planning.cards import name_words, tool_card
 from services.router.planning.embedding import MiniLmEmbedder
-from services.router.planning.judges import Decision
 from services.router.planning.shots import card_calls
 from services.router.turn_progress import TurnCounters
 from services.tools.builtin import default_tools

@@ -39,8 +39,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from services.tools.builtin.math_words import arithmetic_pattern, rewrite
 from services.runtime.numbers import significant
+from services.tools.builtin.math_words import arithmetic_pattern, rewrite
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 MAX_EXPRESSION = 500

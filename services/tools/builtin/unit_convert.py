@@ -14,8 +14,8 @@ import math
 import re
 from typing import Any
 
-from services.tools.builtin.units import convert, known, unit, unit_names, unit_pattern
 from services.runtime.numbers import significant
+from services.tools.builtin.units import convert, known, unit, unit_names, unit_pattern
 from services.tools.registry import ToolDefinition, ToolError, ToolExample
 
 __all__ = ["TOOL", "convert", "parse_quantity", "summarize", "unit"]
