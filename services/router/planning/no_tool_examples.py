@@ -99,4 +99,3 @@ CAPABILITY_ASKS: tuple[str, ...] = (
     "Translate this paragraph into Japanese and send it to the client.",
     "Give me directions to the nearest pharmacy.",
 )
-

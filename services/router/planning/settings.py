@@ -48,9 +48,7 @@ class SelectorSettings:
         if not 0.0 <= self.reject <= self.choose <= 1.0:
             raise ValueError("--selector-reject and --selector-choose: need reject <= choose <= 1")
         if not 0.0 <= self.described_reject <= self.described_choose <= 1.0:
-            raise ValueError(
-                "--selector-described-reject and --selector-described-choose: need reject <= choose <= 1"
-            )
+            raise ValueError("--selector-described-reject and --selector-described-choose: need reject <= choose <= 1")
         if not 0 <= self.margin <= self.overrule:
             raise ValueError("--selector-overrule: must be at least --selector-margin")
         if not 0 <= self.described_lead <= 1:

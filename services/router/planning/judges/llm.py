@@ -159,4 +159,4 @@ class LlmJudge:
             self._metrics.dropped_calls.labels(reason).inc()
 
 
-__all__ = ["CHOOSE_MAX_TOKENS", "LlmJudge", "PlanInput"]
+__all__ = ["CHOOSE_MAX_TOKENS", "LlmJudge"]
