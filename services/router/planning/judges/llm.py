@@ -26,7 +26,7 @@ from typing import Any
 from services.router.metrics import RouterMetrics
 from services.router.planning.copying import copy_constrained
 from services.router.planning.grounding import ground
-from services.router.planning.inputs import PlanInput, PlannedCall, context, resolved
+from services.router.planning.inputs import PlannedCall, context, resolved
 from services.router.planning.judges import Ask, Decision, Verdict
 from services.router.planning.prompts import (
     CALL_SHOTS,
