@@ -33,7 +33,7 @@ from agentmesh.agent.v1 import agent_pb2_grpc
 from evals.cases import CASES_DIR, SPLITS, Case, CaseError, load_cases
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
 from evals.generality import BARE, GENERALITY_ABOUT, bare_section, without_catalog
-from evals.report import RunInfo, render_markdown
+from evals.report import CHAT_BEGIN, CHAT_END, RunInfo, render_markdown
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, EVAL_TENANT, run_eval
 from evals.summary import Report
 from services.inference.config import default_model_dir
@@ -53,6 +53,8 @@ from services.tools.registry import ToolDefinition, ToolRegistry
 from services.tools.servicer import ToolExecutorServicer
 
 MODES = ("embedding", "llm")
+#: The changelog of earlier reports, appended to the report.
+CHANGELOG = Path(__file__).resolve().parent / "CHANGELOG.md"
 MODEL_ID = "SmolLM2-135M-Instruct"
 #: Database 15, the one the tests use: nothing of value lives there.
 REDIS_URL = os.environ.get("AGENTMESH_EVAL_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -319,11 +321,23 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                     + bare_section(bare, general, show_heldout=args.show_heldout)
                 )
                 print(_headline(report))
-        args.out.write_text("\n".join(documents), encoding="utf-8")
+        args.out.write_text(_with_kept_sections("\n".join(documents), args.out), encoding="utf-8")
         print(f"wrote {args.out}")
     finally:
         await redis.aclose()
     return 0
+
+
+def _with_kept_sections(report: str, out: Path) -> str:
+    """The report, then the plain-chat section ``python -m evals.chat`` wrote in ``out`` (kept as it was), then
+    the changelog of earlier reports (``evals/CHANGELOG.md``)."""
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    parts = [report.rstrip("\n")]
+    if CHAT_BEGIN in old and CHAT_END in old:
+        parts.append(CHAT_BEGIN + old.split(CHAT_BEGIN, 1)[1].split(CHAT_END, 1)[0] + CHAT_END)
+    if CHANGELOG.exists():
+        parts.append(CHANGELOG.read_text(encoding="utf-8").rstrip("\n"))
+    return "\n\n".join(parts) + "\n"
 
 
 async def _suite(  # noqa: PLR0917 - one caller

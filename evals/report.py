@@ -10,6 +10,10 @@ from evals.scoring import TurnScore
 from evals.summary import Ratio, Report, Summary
 
 EXCERPT_CHARS = 200
+#: Where the plain-chat section ``python -m evals.chat`` writes into the report begins and ends (``python -m
+#: evals`` keeps it when it rewrites the report).
+CHAT_BEGIN = "<!-- evals.chat: begin (written by python -m evals.chat) -->"
+CHAT_END = "<!-- evals.chat: end -->"
 
 # --------------------------------------------------------------------------------------------- report
 

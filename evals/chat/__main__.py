@@ -47,6 +47,7 @@ from evals.__main__ import MODEL_ID, REDIS_URL, embedded_replica, machine_descri
 from evals.cases import Case, CaseError, load_cases
 from evals.degenerate import REASONS, Verdict, judge
 from evals.records import TurnRecord
+from evals.report import CHAT_BEGIN, CHAT_END
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, run_case
 from services.router.config import RouterConfig
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT
@@ -55,8 +56,8 @@ CHAT_DIR = Path(__file__).resolve().parent
 DEFAULT_PENALTIES = (1.0, 1.1, 1.15, 1.2, 1.3)
 #: The one tool-selection mode the chat runs under: the router's default.
 MODE = "embedding"
-BEGIN = "<!-- evals.chat: begin (written by python -m evals.chat) -->"
-END = "<!-- evals.chat: end -->"
+BEGIN = CHAT_BEGIN
+END = CHAT_END
 
 
 @dataclass(frozen=True)

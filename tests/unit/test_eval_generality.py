@@ -1,0 +1,64 @@
+"""The generality eval's parts: the catalog and its cases, generic arguments, the run without the catalog."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evals.arguments import check_arguments
+from evals.cases import CaseError, load_cases, parse_case
+from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
+from evals.generality import BUILTINS, invented_tokens, without_catalog
+
+
+def test_the_catalog_is_description_only_and_its_cases_load_in_both_splits() -> None:
+    catalog = load_catalog()
+    assert len(catalog) >= 40
+    for tool in catalog_tools(catalog):
+        assert tool.examples == () and tool.negative_examples == ()
+        assert "x-agentmesh" not in json.dumps(tool.parameters)
+    cases = load_cases(["dev", "heldout"], GENERALITY_DIR, catalog)
+    assert sum(len(c.turns) for c in cases) >= 150
+    assert {c.split for c in cases} == {"dev", "heldout"}
+    named = {t for c in cases for turn in c.turns for t in turn.tools}
+    assert named <= set(catalog) | BUILTINS
+
+
+def test_a_catalog_case_names_only_declared_parameters() -> None:
+    catalog = {"send_email": {"parameters": {"properties": {"to": {}, "subject": {}}}}}
+    ok = {"id": "x-1", "category": "single", "turns": [{"message": "m", "tools": ["send_email"], "args": {}}]}
+    ok["turns"][0]["args"] = {"send_email": {"to": "a@b.c", "subject": {"contains": "lunch"}}}
+    assert parse_case(ok, "dev", "here", catalog).turns[0].args["send_email"]["to"] == "a@b.c"
+    ok["turns"][0]["args"] = {"send_email": {"cc": "x"}}
+    with pytest.raises(CaseError, match="some of its parameters"):
+        parse_case(ok, "dev", "here", catalog)
+
+
+@pytest.mark.parametrize(
+    ("expected", "arguments", "right"),
+    [
+        ({"city": "Lisbon"}, {"city": " lisbon "}, True),
+        ({"city": {"any_of": ["NYC", "New York"]}}, {"city": "new york"}, True),
+        ({"days": 3}, {"days": 3.0}, True),
+        ({"days": 3}, {"days": 4}, False),
+        ({"unread_only": True}, {"unread_only": False}, False),
+        ({"query": {"contains": "deposit"}}, {"query": "landlord Deposit email"}, True),
+        ({"query": {"contains": "deposit"}}, {}, False),
+    ],
+)
+def test_catalog_arguments_are_compared_by_value(
+    expected: dict[str, object], arguments: dict[str, object], right: bool
+) -> None:
+    assert (check_arguments("weather_forecast", expected, arguments) is None) is right
+
+
+def test_without_the_catalog_its_tools_are_no_tool_and_invented_values_are_found() -> None:
+    catalog = load_catalog()
+    cases = load_cases(["dev"], GENERALITY_DIR, catalog)
+    bare = without_catalog(cases)
+    assert all(turn.tools <= BUILTINS for c in bare for turn in c.turns)
+    assert any(turn.tools for c in bare for turn in c.turns)  # the built-in asks keep their tools
+    assert invented_tokens('{"expression": "1000*1000"}', "How much is NVDA trading at?") == ["1000", "1000"]
+    assert invented_tokens('{"timezone": "US"}', "Email alice and ask if she is free") == ["US"]
+    assert invented_tokens('{"expression": "1,500*2"}', "what is 1,500 times 2") == []
