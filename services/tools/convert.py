@@ -6,8 +6,8 @@ header, and only mesh peers (mTLS) can reach this service. ListTools and
 WatchTools read it from their metadata: ``x-agentmesh-tenant`` when given, else
 the same baggage (the W3C ``baggage`` header the router's tracing sends).
 
-The common contract has no PERMISSION_DENIED tool status yet: such a call is
-FAILED on the wire with ``error_reason`` "PERMISSION_DENIED" until it has.
+A call the tenant may not make is PERMISSION_DENIED on the wire, with
+``error_reason`` "PERMISSION_DENIED" beside it.
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ STATUS = {
     CallStatus.NOT_FOUND: common_pb2.TOOL_CALL_STATUS_NOT_FOUND,
     CallStatus.UNAVAILABLE: common_pb2.TOOL_CALL_STATUS_UNAVAILABLE,
     CallStatus.RESOURCE_EXHAUSTED: common_pb2.TOOL_CALL_STATUS_RESOURCE_EXHAUSTED,
-    CallStatus.PERMISSION_DENIED: getattr(
-        common_pb2, "TOOL_CALL_STATUS_PERMISSION_DENIED", common_pb2.TOOL_CALL_STATUS_FAILED
-    ),
+    CallStatus.PERMISSION_DENIED: common_pb2.TOOL_CALL_STATUS_PERMISSION_DENIED,
 }
 
 

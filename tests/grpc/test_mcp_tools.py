@@ -40,8 +40,7 @@ from tests.support.mcp_servers.harness import (
 from tests.support.waiting import eventually
 
 S = common_pb2
-# What MCP permission denial is on the wire until the common contract has its own status (see convert.py).
-DENIED = getattr(common_pb2, "TOOL_CALL_STATUS_PERMISSION_DENIED", common_pb2.TOOL_CALL_STATUS_FAILED)
+DENIED = common_pb2.TOOL_CALL_STATUS_PERMISSION_DENIED
 
 
 @pytest.fixture(scope="module", params=["stdio", "http"])
