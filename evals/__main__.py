@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 import uvloop
 
 from agentmesh.agent.v1 import agent_pb2_grpc
+from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, SPLITS, Case, CaseError, load_cases
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
 from evals.generality import BARE, GENERALITY_ABOUT, bare_section, without_catalog
@@ -53,6 +54,8 @@ from services.tools.registry import ToolDefinition, ToolRegistry
 from services.tools.servicer import ToolExecutorServicer
 
 MODES = ("embedding", "llm")
+#: The generality suite scores plans, not answers: its answers are cut at this many tokens, so its turns are short.
+GENERALITY_ANSWER_TOKENS = 24
 #: The changelog of earlier reports, appended to the report.
 CHANGELOG = Path(__file__).resolve().parent / "CHANGELOG.md"
 MODEL_ID = "SmolLM2-135M-Instruct"
@@ -300,15 +303,15 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                 model=f"{MODEL_ID} (embedded), vLLM on CPU, greedy decoding (temperature 0)",
             )
             if cases:
-                report = await _suite(redis, inference, args, cases, (), "", progress)
+                report = await _suite(redis, inference, args, cases, (), "", progress, None)
                 documents.append(render_markdown(report, info, show_heldout=args.show_heldout))
                 print(_headline(report))
             if general:
                 tools = catalog_tools(catalog)
-                report = await _suite(redis, inference, args, general, tools, "", progress)
-                bare = await _suite(
-                    redis, inference, replace(args, modes=("embedding",)), without_catalog(general), (), BARE, progress
-                )
+                short = common_pb2.SamplingParams(max_tokens=GENERALITY_ANSWER_TOKENS)
+                report = await _suite(redis, inference, args, general, tools, "", progress, short)
+                bare_args = replace(args, modes=("embedding",))
+                bare = await _suite(redis, inference, bare_args, without_catalog(general), (), BARE, progress, short)
                 documents.append(
                     render_markdown(
                         report,
@@ -348,12 +351,15 @@ async def _suite(  # noqa: PLR0917 - one caller
     extra_tools: Sequence[ToolDefinition],
     label: str,
     progress: Any,
+    sampling: common_pb2.SamplingParams | None,
 ) -> Report:
     """One suite's cases through a fresh mesh (its own tool executor and routers) on the shared engine."""
     mesh = await start_eval_mesh(redis, inference, args.modes, extra_tools, label)
     try:
         print(f"evals: {len(cases)} cases × {len(mesh.stubs)} modes, one turn at a time", file=sys.stderr)
-        return await run_eval(cases, mesh.stubs, turn_timeout_s=args.turn_timeout_s, progress=progress)
+        return await run_eval(
+            cases, mesh.stubs, turn_timeout_s=args.turn_timeout_s, progress=progress, sampling=sampling
+        )
     finally:
         await mesh.close()
 

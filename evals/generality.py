@@ -29,7 +29,8 @@ GENERALITY_ABOUT = (
     "`x-agentmesh-*` hints. They are registered beside the five built-ins; a call is recorded, not performed. "
     "The prompts were written by someone who had read only the tool descriptions and the case schema, not the "
     "planning code (`evals/generality/README.md`). Arguments are scored on the values the message states "
-    "(a value, one of several, or a phrase a free-text field must contain)."
+    "(a value, one of several, or a phrase a free-text field must contain). Its answers are cut at 24 tokens "
+    "(they are not scored), so its latencies are planning plus a short answer."
 )
 
 

@@ -128,8 +128,9 @@ async def run_eval(
     *,
     turn_timeout_s: float = DEFAULT_TURN_TIMEOUT_S,
     progress: Callable[[str], None] | None = None,
+    sampling: common_pb2.SamplingParams | None = None,
 ) -> Report:
-    """Run every case under every mode, one at a time, interleaved per case.
+    """Run every case under every mode, one at a time, interleaved per case (``sampling``: every answer's).
 
     Case 1 runs under the first mode then the second, case 2 the other way
     round, and so on: warm-up, background load and thermal drift hit every
@@ -140,7 +141,7 @@ async def run_eval(
     total = sum(len(c.turns) for c in cases) * len(modes)
     for i, case in enumerate(cases):
         for mode in modes if i % 2 == 0 else modes[::-1]:
-            for record in await run_case(stubs[mode], case, mode, turn_timeout_s=turn_timeout_s):
+            for record in await run_case(stubs[mode], case, mode, turn_timeout_s=turn_timeout_s, sampling=sampling):
                 records.append(record)
                 if progress is not None:
                     progress(f"[{len(records):>{len(str(total))}}/{total}] {progress_line(record)}")
