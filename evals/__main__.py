@@ -250,6 +250,18 @@ async def embedded_replica(max_output_tokens: int = 512) -> AsyncIterator[str]:
         await engine.close()
 
 
+async def connect_eval_redis(prog: str) -> aioredis.Redis | None:
+    """The eval's Redis (``REDIS_URL``), answering; None after saying on stderr why not (shared by the evals)."""
+    redis = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        await redis.ping()
+    except Exception as exc:
+        print(f"{prog}: error: Redis at {REDIS_URL} is not reachable ({exc}); `make setup` starts one", file=sys.stderr)
+        await redis.aclose()
+        return None
+    return redis
+
+
 def machine_description() -> str:
     """CPU model, cores and GPU presence, for the report's header."""
     model = "unknown CPU"
@@ -284,12 +296,8 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
     except (CaseError, OSError, ValueError) as exc:
         print(f"evals: error: {exc}", file=sys.stderr)
         return 2
-    redis = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        await redis.ping()
-    except Exception as exc:
-        print(f"evals: error: Redis at {REDIS_URL} is not reachable ({exc}); `make setup` starts one", file=sys.stderr)
-        await redis.aclose()
+    redis = await connect_eval_redis("evals")
+    if redis is None:
         return 1
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     documents: list[str] = []

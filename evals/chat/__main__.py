@@ -39,11 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio as aioredis
 import uvloop
 
 from agentmesh.common.v1 import common_pb2
-from evals.__main__ import MODEL_ID, REDIS_URL, embedded_replica, machine_description, start_eval_mesh
+from evals.__main__ import MODEL_ID, connect_eval_redis, embedded_replica, machine_description, start_eval_mesh
 from evals.cases import Case, CaseError, load_cases
 from evals.degenerate import REASONS, Verdict, judge
 from evals.records import TurnRecord
@@ -291,12 +290,8 @@ async def run(args: ChatArgs, argv: Sequence[str]) -> int:
     except (CaseError, OSError) as exc:
         print(f"evals.chat: error: {exc}", file=sys.stderr)
         return 2
-    redis = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        await redis.ping()
-    except Exception as exc:
-        print(f"evals.chat: error: Redis at {REDIS_URL} is not reachable ({exc})", file=sys.stderr)
-        await redis.aclose()
+    redis = await connect_eval_redis("evals.chat")
+    if redis is None:
         return 1
     common: dict[str, Any] = {"concurrency": args.concurrency, "turn_timeout_s": args.turn_timeout_s}
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
