@@ -1,7 +1,8 @@
 """Typed events of AgentService streams, and the one place they are decoded from the protos.
 
-A Converse turn yields ``TurnStarted`` → ``ToolCallStarted``/``ToolCallFinished``/``TextDelta`` (any order the
-agent produces them) → ``TurnCompleted``; ``Draining`` may arrive at any time. A Complete stream yields
+A Converse turn yields ``TurnStarted`` → ``ToolCallStarted``/``ToolCallProgress``/``ToolCallFinished``/``TextDelta``
+(any order the agent produces them; a call's progress between its start and its finish) → ``TurnCompleted``;
+``Draining`` may arrive at any time. A Complete stream yields
 ``CompletionStarted`` → ``TextDelta``… → ``CompletionFinished``. Plain frozen dataclasses rather than the protos,
 so callers match on types (``match event: case TextDelta(text=t)``) and never test oneof names.
 """
@@ -80,6 +81,17 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True)
+class ToolCallProgress:
+    """A running tool call reported how far it has got; ``total`` is None when the tool does not know it."""
+
+    call_id: str
+    tool_name: str
+    progress: float
+    total: float | None
+    message: str
+
+
+@dataclass(frozen=True)
 class ToolCallFinished:
     """A tool call ended; ``status`` is ``ok``, ``error``, ``timeout``, ... (ToolCallStatus, short)."""
 
@@ -137,7 +149,7 @@ class CompletionFinished:
     cached: bool
 
 
-TurnEvent = TurnStarted | TextDelta | ToolCallStarted | ToolCallFinished | TurnCompleted | Draining
+TurnEvent = TurnStarted | TextDelta | ToolCallStarted | ToolCallProgress | ToolCallFinished | TurnCompleted | Draining
 CompletionEvent = CompletionStarted | TextDelta | CompletionFinished
 
 
@@ -156,6 +168,9 @@ def turn_event_of(message: agent_pb2.ConverseResponse) -> TurnEvent | None:
     if kind == "tool_call_started":
         s = message.tool_call_started
         return ToolCallStarted(s.call_id, s.tool_name, s.arguments_json, s.round)
+    if kind == "tool_call_progress":
+        p = message.tool_call_progress
+        return ToolCallProgress(p.call_id, p.tool_name, p.progress, p.total if p.HasField("total") else None, p.message)
     if kind == "tool_call_finished":
         f = message.tool_call_finished
         status = _name(common_pb2.ToolCallStatus, f.status, "TOOL_CALL_STATUS_")

@@ -38,6 +38,7 @@ from agentmesh_client import (
     RetryPolicy,
     TextDelta,
     ToolCallFinished,
+    ToolCallProgress,
     ToolCallStarted,
     TurnCompleted,
     TurnEvent,
@@ -173,7 +174,7 @@ class HttpEdge:
         async for event in events:
             if isinstance(event, TextDelta) and event.text:
                 await response.write(reply.chunk({"content": event.text}))
-            elif isinstance(event, ToolCallStarted | ToolCallFinished):
+            elif isinstance(event, ToolCallStarted | ToolCallProgress | ToolCallFinished):
                 await response.write(reply.chunk(tool=tool_event(event)))
             elif isinstance(event, TurnCompleted) and event.error is not None:
                 await response.write(sse(http_error(event.error).body))

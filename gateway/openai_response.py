@@ -2,8 +2,9 @@
 
 The agent's tool calls ride in an ``agentmesh`` field that OpenAI clients ignore and keep (the Python
 SDK exposes it as ``model_extra["agentmesh"]``): in a stream, a chunk with no choices and
-``{"agentmesh": {"tool_call": {...}}}`` per tool event; in a whole completion,
-``{"agentmesh": {"session_id", "turn_id", "tool_calls": [...]}}``. They are not OpenAI ``tool_calls``:
+``{"agentmesh": {"tool_call": {...}}}`` per tool event (``phase`` started, progress — as a running tool
+reports it — and finished); in a whole completion, ``{"agentmesh": {"session_id", "turn_id", "tool_calls":
+[...]}}`` (started and finished: progress is for streams). They are not OpenAI ``tool_calls``:
 those ask the client to run a tool, while these report tools the mesh already ran.
 """
 
@@ -14,13 +15,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentmesh_client import ToolCallFinished, ToolCallStarted, Usage
+from agentmesh_client import ToolCallFinished, ToolCallProgress, ToolCallStarted, Usage
 
 FINISH_REASONS = {"stop": "stop", "length": "length"}
 
 
-def tool_event(event: ToolCallStarted | ToolCallFinished) -> dict[str, Any]:
-    """One tool event as reported to HTTP callers (``phase`` started, then finished)."""
+def tool_event(event: ToolCallStarted | ToolCallProgress | ToolCallFinished) -> dict[str, Any]:
+    """One tool event as reported to HTTP callers (``phase`` started, progress…, then finished)."""
+    if isinstance(event, ToolCallProgress):
+        return {
+            "phase": "progress",
+            "id": event.call_id,
+            "name": event.tool_name,
+            "progress": event.progress,
+            "total": event.total,
+            "message": event.message,
+        }
     if isinstance(event, ToolCallStarted):
         return {
             "phase": "started",

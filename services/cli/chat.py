@@ -35,6 +35,7 @@ from agentmesh_client import (
     Sampling,
     TextDelta,
     ToolCallFinished,
+    ToolCallProgress,
     ToolCallStarted,
     Turn,
     TurnCompleted,
@@ -70,6 +71,9 @@ def describe(error: AgentMeshError) -> str:
 def render(event: TurnEvent, out: TextIO) -> None:
     if isinstance(event, ToolCallStarted):
         out.write(f"  → {event.tool_name} {event.arguments_json}\n")
+    elif isinstance(event, ToolCallProgress):
+        of = f"/{event.total:g}" if event.total is not None else ""
+        out.write(f"  … {event.tool_name} {event.progress:g}{of}{': ' + event.message if event.message else ''}\n")
     elif isinstance(event, ToolCallFinished):
         detail = event.output_json if event.output_json else event.error_message
         cached = ", cached" if event.cached else ""

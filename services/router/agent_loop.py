@@ -10,6 +10,10 @@ log is replayed from it, not run again. The turn's parts record what they have
 done in the progress as they go, so a turn that stops early still ends with a
 TurnCompleted (``converse.py`` sends that one).
 
+Tools are the tenant's: ``tool_lists.py`` follows the list each tenant may use
+(the executor's WatchTools), and ``planners.py`` gives each distinct list its
+own planner, so a tool the tenant may not use is never a candidate.
+
 This file only sequences the parts, each in its own module: ``planning.py``
 (which tools, their arguments), ``tool_round.py`` (running a round),
 ``answer.py`` (the answer's generation), ``convert.py`` (every proto the turn
@@ -42,10 +46,12 @@ from services.router.answer import Answerer
 from services.router.convert import TOOL_CHOICE_MODES, accepted, completed, replay, usage_counts
 from services.router.generation import GenerationDone, Generator
 from services.router.metrics import RouterMetrics
+from services.router.planners import Planners
 from services.router.planning import PlanInput, Planner
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT, PastTurn, history_cut, render_history, results_text
 from services.router.session_records import TurnRecord
 from services.router.sessions import Session, SessionStore
+from services.router.tool_lists import ToolLists
 from services.router.tool_round import ToolResults, ToolRound
 from services.router.tools_link import ToolsLink
 from services.router.turn_progress import TurnProgress
@@ -81,22 +87,24 @@ class LoopSettings:
 
 
 class AgentLoop:
-    """Runs turns: the tool list, the planner and the session store are shared; a turn's state is its own."""
+    """Runs turns: the tool lists, the planners and the session store are shared; a turn's state is its own."""
 
     def __init__(
         self,
         generator: Generator,
         tools: ToolsLink,
         sessions: SessionStore,
-        planner: Planner,
+        planners: Planners,
         *,
+        lists: ToolLists,
         settings: LoopSettings = LoopSettings(),
         metrics: RouterMetrics | None = None,
         tracer: trace.Tracer | None = None,
     ) -> None:
         self._tools = tools
+        self._lists = lists
         self._sessions = sessions
-        self._planner = planner
+        self._planners = planners
         self._settings = settings
         self._metrics = metrics
         self._tracer = tracer or trace.get_tracer("agentmesh.router")
@@ -109,20 +117,22 @@ class AgentLoop:
             metrics=metrics,
             tracer=self._tracer,
         )
-        self._tool_specs: list[common_pb2.ToolSpec] | None = None
 
-    async def tool_specs(self) -> list[common_pb2.ToolSpec]:
-        if self._tool_specs is None:
-            specs = await self._tools.list_tools()
-            await self._planner.prepare(specs)
-            self._tool_specs = specs
-        return self._tool_specs
+    async def tool_specs(self, tenant: str) -> list[common_pb2.ToolSpec]:
+        """The tools ``tenant`` may use now."""
+        return (await self._lists.get(tenant)).specs
+
+    async def tools_for(self, tenant: str) -> tuple[list[common_pb2.ToolSpec], Planner]:
+        """The tools ``tenant`` may use now and the planner whose cards are theirs."""
+        tools = await self._lists.get(tenant)
+        return tools.specs, await self._planners.for_list(tools)
 
     async def warm_up(self) -> None:
-        """Load the tool list and embed its cards before the first turn; a tool executor that is not up yet
-        only moves that work to the first turn that needs it."""
+        """Load the tools open to every tenant and embed their cards before the first turn (a tenant's own list
+        re-embeds only its other tools); a tool executor that is not up yet only moves that work to the first
+        turn that needs it."""
         try:
-            await self.tool_specs()
+            await self.tools_for("")
         except (grpc.aio.AioRpcError, Unavailable) as exc:
             why = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else exc.message
             log.warning("tool list not loaded at start (%s); the first turn will load it", why)
@@ -180,7 +190,7 @@ class AgentLoop:
         history = render_history(past, cut, first=session.first_turn)
         session.omitted = cut
         tools = ToolResults()
-        async with contextlib.aclosing(self._use_tools(start, session, progress, record, tools)) as events:
+        async with contextlib.aclosing(self._use_tools(req, session, progress, record, tools)) as events:
             async for event in events:
                 yield event
         done: GenerationDone | None = None
@@ -203,13 +213,17 @@ class AgentLoop:
         yield completed(progress, done.finish_reason, cached=done.cached)
 
     async def _use_tools(
-        self, start: agent_pb2.StartTurn, session: Session, progress: TurnProgress, record: TurnRecord, out: ToolResults
+        self, req: TurnRequest, session: Session, progress: TurnProgress, record: TurnRecord, out: ToolResults
     ) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
-        """Select the turn's tools and run them, round by round; the calls land in ``record`` and ``out``."""
+        """Select the turn's tools (the tenant's) and run them, round by round; the calls land in ``record`` and
+        ``out``."""
+        start = req.start
         p = progress
         mode = TOOL_CHOICE_MODES.get(start.tool_choice.mode, "auto")
         p.method = agent_pb2.TOOL_SELECTION_SKIPPED
-        specs = await self.tool_specs() if mode != "none" else []
+        if mode == "none":
+            return
+        specs, planner = await self.tools_for(req.tenant)
         if not specs:
             return
         last = session.turns[-1] if session.turns else None
@@ -224,7 +238,7 @@ class AgentLoop:
             previous_result=last.single_result() if last else "",
         )
         t0 = time.perf_counter()
-        plan = await self._planner.plan(specs, turn, p.counters)
+        plan = await planner.plan(specs, turn, p.counters)
         p.method = plan.method
         calls = plan.calls
         p.planning_s += time.perf_counter() - t0
@@ -238,10 +252,10 @@ class AgentLoop:
                     yield event
             p.tools_s += time.perf_counter() - t0
             done_calls |= {(c.name, c.arguments_json) for c in calls}
-            if not self._planner.replans or p.rounds >= max_rounds:
+            if not planner.replans or p.rounds >= max_rounds:
                 break
             t0 = time.perf_counter()
-            calls = await self._planner.replan(specs, turn, results_text(out.results, out.arguments), p.counters)
+            calls = await planner.replan(specs, turn, results_text(out.results, out.arguments), p.counters)
             calls = [c for c in calls if (c.name, c.arguments_json) not in done_calls]
             p.planning_s += time.perf_counter() - t0
 

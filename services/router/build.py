@@ -1,4 +1,4 @@
-"""The router's parts from its config: replica set, tools link, sessions, generator, agent loop, servicer.
+"""The router's parts from its config: replica set, tools link and lists, sessions, generator, agent loop, servicer.
 
 ``build_router`` is shared by ``service_parts`` (the process), the in-process test mesh and the evals.
 Health is SERVING while at least one inference replica is connected and
@@ -21,6 +21,7 @@ from services.router.config import RouterConfig
 from services.router.generation import Generator
 from services.router.metrics import RouterMetrics
 from services.router.picker import Picker, make_picker
+from services.router.planners import MemoEmbedder, Planners
 from services.router.planning import Planner
 from services.router.planning.embedding import Embedder, MiniLmEmbedder
 from services.router.relay import SERVICE_NAME as RELAY_SERVICE
@@ -28,6 +29,7 @@ from services.router.relay import RelayServicer
 from services.router.replicas import ReplicaSet
 from services.router.servicer import AgentServicer
 from services.router.sessions import SessionStore
+from services.router.tool_lists import ToolLists
 from services.router.tools_link import ToolsLink
 from services.runtime.cache import TwoLevelCache
 from services.runtime.channel import create_channel
@@ -51,6 +53,7 @@ class Router:
     loop: AgentLoop
     metrics: RouterMetrics
     relay: RelayServicer
+    lists: ToolLists
     embedder: Embedder | None = None
 
     def services(self) -> list[Service]:
@@ -66,6 +69,7 @@ class Router:
         await self.loop.warm_up()
 
     async def close(self) -> None:
+        await self.lists.close()
         await self.replicas.close()
         await self.tools.close()
 
@@ -107,12 +111,19 @@ def build_router(
     planning = config.planning()
     if planning.embeds:
         embedder = embedder or MiniLmEmbedder()
-    planner = Planner(generator, planning, embedder if planning.embeds else None, metrics=router_metrics, tracer=tracer)
+    # Card texts embedded once for every tool list's planner (planners.py).
+    cards_embedder = MemoEmbedder(embedder) if planning.embeds and embedder is not None else None
+
+    def new_planner() -> Planner:
+        return Planner(generator, planning, cards_embedder, metrics=router_metrics, tracer=tracer)
+
+    lists = ToolLists(tools, poll_s=config.tools_poll_s)
     loop = AgentLoop(
         generator,
         tools,
         sessions,
-        planner,
+        Planners(new_planner(), new_planner),
+        lists=lists,
         settings=LoopSettings(
             default_max_tool_rounds=config.max_tool_rounds,
             history_budget_tokens=config.history_budget_tokens,
@@ -133,7 +144,7 @@ def build_router(
         repetition_penalty=config.answer_repetition_penalty,
     )
     relay = RelayServicer(servicer.complete_events, metrics=metrics, tracer_provider=tracer_provider)
-    return Router(servicer, replicas, tools, generator, loop, router_metrics, relay, embedder)
+    return Router(servicer, replicas, tools, generator, loop, router_metrics, relay, lists, embedder)
 
 
 def router_interceptors() -> list[RpcInterceptor]:

@@ -29,6 +29,9 @@ class RouterConfig(RedisConfig):
     )
     tools: str = opt("127.0.0.1:50053", "tool executors: host:port or dns:host:port (one stream per address)")
     dns_refresh_s: float = opt(10.0, "seconds between DNS refreshes of dns: replicas and tools", check=positive)
+    tools_poll_s: float = opt(
+        10.0, "seconds between ListTools polls of a tool executor without WatchTools (per tenant)", check=positive
+    )
     picker: str = opt(
         "prefix",
         "replica placement: prefix (ours), round-robin or least-loaded (baselines)",

@@ -45,7 +45,8 @@ from services.runtime.interceptors.errors import from_downstream, from_store
 log = logging.getLogger(__name__)
 
 Send = Callable[[agent_pb2.ConverseResponse], Awaitable[None]]
-Validate = Callable[[agent_pb2.StartTurn], Awaitable[None]]
+#: Raises for a StartTurn the tenant (the second argument) may not start.
+Validate = Callable[[agent_pb2.StartTurn, str], Awaitable[None]]
 
 
 class ConverseStream:
@@ -94,7 +95,7 @@ class ConverseStream:
 
     async def _run_turn(self, start: agent_pb2.StartTurn, progress: TurnProgress) -> None:
         """Validate and run one turn, sending its events; its TurnCompleted is sent at most once."""
-        await self._validate(start)
+        await self._validate(start, self._tenant)
         turn_start = agent_pb2.StartTurn()
         turn_start.CopyFrom(start)
         turn_start.turn_id = progress.turn_id

@@ -79,6 +79,16 @@ def started_event(call: ToolRecord, round_no: int) -> agent_pb2.ConverseResponse
     )
 
 
+def progress_event(frame: tools_pb2.ToolProgress) -> agent_pb2.ConverseResponse:
+    """A running call's progress as the executor reported it (live only: never stored or replayed)."""
+    event = agent_pb2.ToolCallProgress(
+        call_id=frame.call_id, tool_name=frame.tool_name, progress=frame.progress, message=frame.message
+    )
+    if frame.HasField("total"):
+        event.total = frame.total
+    return agent_pb2.ConverseResponse(tool_call_progress=event)
+
+
 def finished_event(call: ToolRecord, latency: duration_pb2.Duration | None = None) -> agent_pb2.ConverseResponse:
     return agent_pb2.ConverseResponse(tool_call_finished=tool_call_finished(call, latency))
 

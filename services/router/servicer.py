@@ -101,7 +101,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         )
         await self._open_streams.announce(notice)
 
-    async def validate_start(self, start: agent_pb2.StartTurn) -> None:
+    async def validate_start(self, start: agent_pb2.StartTurn, tenant: str) -> None:
+        """Field violations of ``start`` (INVALID_ARGUMENT); a named tool must be one ``tenant`` may use."""
         bad = []
         if not start.message.strip():
             bad.append(FieldViolation("start_turn.message", "must not be empty"))
@@ -117,7 +118,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         if start.tool_choice.mode not in TOOL_CHOICE_MODES:
             bad.append(FieldViolation("start_turn.tool_choice.mode", "unknown mode"))
         if start.tool_choice.mode == agent_pb2.TOOL_CHOICE_MODE_NAMED:
-            names = {t.name for t in await self._loop.tool_specs()}
+            names = {t.name for t in await self._loop.tool_specs(tenant)}
             if start.tool_choice.tool_name not in names:
                 bad.append(FieldViolation("start_turn.tool_choice.tool_name", f"must be one of {sorted(names)}"))
         if start.max_tool_rounds > 8:
@@ -210,4 +211,4 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         request: agent_pb2.ListToolsRequest,
         context: grpc.aio.ServicerContext[agent_pb2.ListToolsRequest, agent_pb2.ListToolsResponse],
     ) -> agent_pb2.ListToolsResponse:
-        return agent_pb2.ListToolsResponse(tools=await self._loop.tool_specs())
+        return agent_pb2.ListToolsResponse(tools=await self._loop.tool_specs(tenant_of(context)))

@@ -2,7 +2,10 @@
 
 In: the round's ``PlannedCall``s. Out: a ``ToolCallStarted`` per call (all
 before any result, since they all start together), then a ``ToolCallFinished``
-per call in the order they finish; each result is also written to the turn's
+per call in the order they finish, each preceded by the ``ToolCallProgress``
+the call reported while it ran (an MCP tool's progress: the newest of each
+call when several arrive between two sends, never one after the call's
+result); each result is also written to the turn's
 record and to its ``ToolResults`` (what the answer and a replan read). A failed
 tool is a result like any other (the model reads the failure); cancelling the
 round cancels every call still running.
@@ -13,17 +16,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.convert import finished_event, record_result, started_event
+from services.router.convert import finished_event, progress_event, record_result, started_event
 from services.router.metrics import RouterMetrics
 from services.router.planning.inputs import PlannedCall
 from services.router.session_records import ToolRecord, TurnRecord
-from services.router.tools_link import ToolsLink
+from services.router.tools_link import OnProgress, ToolsLink
 from services.runtime.deadline import Deadline
 from services.runtime.interceptors.tracing import inject_context
 
@@ -34,6 +38,26 @@ class ToolResults:
 
     results: list[tools_pb2.ToolResult] = field(default_factory=list)
     arguments: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Progress:
+    """The round's progress frames not sent yet: the newest per call (bounded by the round's calls)."""
+
+    pending: dict[str, tools_pb2.ToolProgress] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def heard(self, frame: tools_pb2.ToolProgress) -> None:
+        if frame.call_id not in self.finished:
+            self.pending[frame.call_id] = frame
+            self.wake.set()
+
+    def take(self) -> list[tools_pb2.ToolProgress]:
+        self.wake.clear()
+        frames = [f for call_id, f in self.pending.items() if call_id not in self.finished]
+        self.pending.clear()
+        return frames
 
 
 class ToolRound:
@@ -57,6 +81,7 @@ class ToolRound:
         results, arguments = out.results, out.arguments
         timeout = Deadline.current().timeout(cap=self._timeout_s)
         tasks: list[asyncio.Task[tools_pb2.ToolResult]] = []
+        progress = _Progress()
         for i, call in enumerate(calls):
             call_id = f"{record.turn_id[:12]}-{round_no}-{i}"
             arguments[call_id] = call.arguments_json
@@ -66,18 +91,32 @@ class ToolRound:
             tool_call = tools_pb2.ToolCall(call_id=call_id, tool_name=call.name, arguments_json=call.arguments_json)
             if timeout is not None:
                 tool_call.timeout.FromNanoseconds(int(timeout * 1e9))
-            tasks.append(asyncio.create_task(self._traced_call(tool_call)))
+            tasks.append(asyncio.create_task(self._traced_call(tool_call, progress.heard)))
         try:
-            for next_done in asyncio.as_completed(tasks):
-                result = await next_done
-                results.append(result)
-                rec = next(r for r in record.tool_calls if r.call_id == result.call_id)
-                record_result(rec, result)
-                if self._metrics is not None:
-                    self._metrics.tool_calls.labels(
-                        result.tool_name, common_pb2.ToolCallStatus.Name(result.status)
-                    ).inc()
-                yield finished_event(rec, result.latency)
+            running = set(tasks)
+            while running:
+                heard = asyncio.ensure_future(progress.wake.wait())
+                waits: list[asyncio.Future[Any]] = [*running, heard]
+                try:
+                    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    heard.cancel()
+                for frame in progress.take():
+                    yield progress_event(frame)
+                for task in tasks:  # in call order, when several finish at once
+                    if task not in done or task not in running:
+                        continue
+                    running.discard(task)
+                    result = task.result()
+                    progress.finished.add(result.call_id)
+                    results.append(result)
+                    rec = next(r for r in record.tool_calls if r.call_id == result.call_id)
+                    record_result(rec, result)
+                    if self._metrics is not None:
+                        self._metrics.tool_calls.labels(
+                            result.tool_name, common_pb2.ToolCallStatus.Name(result.status)
+                        ).inc()
+                    yield finished_event(rec, result.latency)
         finally:
             for task in tasks:
                 task.cancel()
@@ -86,11 +125,11 @@ class ToolRound:
         order = {call_id: i for i, call_id in enumerate(arguments)}
         results.sort(key=lambda r: order.get(r.call_id, len(order)))
 
-    async def _traced_call(self, call: tools_pb2.ToolCall) -> tools_pb2.ToolResult:
+    async def _traced_call(self, call: tools_pb2.ToolCall, on_progress: OnProgress) -> tools_pb2.ToolResult:
         with self._tracer.start_as_current_span("agent.tool_call", attributes={"agentmesh.tool": call.tool_name}):
             for k, v in inject_context().items():
                 call.trace_context[k] = v
-            result = await self._tools.call(call)
+            result = await self._tools.call(call, on_progress)
             if not result.tool_name:
                 result.tool_name = call.tool_name
             return result
