@@ -74,13 +74,12 @@ class Mesh:
         embedder: Embedder | None = None,
         **overrides: Any,
     ) -> agent_pb2_grpc.AgentServiceAsyncStub:
-        """A stub for a new router."""
+        """A stub for a new router; ``tools=ADDRESS`` points it at another tool executor than the mesh's."""
         config = replace(
             RouterConfig(),
             port=0,
             inference=tuple(r.address for r in self.replicas),
-            tools=self.tools_server.address,
-            **overrides,
+            **{"tools": self.tools_server.address, **overrides},
         )
         metrics = Metrics()  # one registry for the server's RPC metrics and the router's own, as in production
         router = build_router(

@@ -6,6 +6,7 @@ isError, progress, cancellation, list_changed, a large result, a hang).
 start. ``paged.py``: the SDK's low-level server
 listing its tools over several pages, one with a schema that is not JSON
 Schema. ``silent.py``: reads stdin and never answers (a server that never
-initialises). Each leaves marks (files) in ``$MCP_TEST_MARKS`` so a test can see
+initialises). ``stages.py``: one tool without arguments that reports
+progress (for turns planned on the simulator engine). Each leaves marks (files) in ``$MCP_TEST_MARKS`` so a test can see
 what reached the server.
 """

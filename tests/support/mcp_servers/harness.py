@@ -51,6 +51,7 @@ WORKBENCH = HERE / "workbench.py"
 PAGED = HERE / "paged.py"
 SILENT = HERE / "silent.py"
 CHATTY = HERE / "chatty.py"
+STAGES = HERE / "stages.py"
 
 
 def stdio(script: Path, marks: Path, **keys: Any) -> dict[str, Any]:
