@@ -16,7 +16,8 @@ event, and the stream stays open after every one of them:
   rich details the error would have ended the stream with.
 
 A StartTurn while a turn runs is a protocol error and ends the stream
-(FAILED_PRECONDITION). A client that goes away cancels the turn; nothing is
+(FAILED_PRECONDITION) — but a turn whose TurnCompleted has gone out has ended
+for the client, and the next StartTurn waits for its task to finish closing. A client that goes away cancels the turn; nothing is
 sent then.
 """
 
@@ -71,6 +72,11 @@ class ConverseStream:
         return False
 
     async def start_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        if self._turn is not None and self._progress.completed:
+            # Its TurnCompleted is out, so for the client it has ended: the next StartTurn may arrive while the
+            # task still closes its generators. Wait for that (it sends nothing more), then start the next.
+            await asyncio.wait({self._turn})
+            await self._end(self._turn)
         if self._turn is not None:
             raise FailedPrecondition("a turn is already running on this stream; cancel it first")
         self._progress = TurnProgress(request.start_turn.turn_id or uuid.uuid4().hex)

@@ -149,3 +149,48 @@ async def test_a_refused_stream_whose_client_sends_nothing_is_refused_after_the_
 async def _open_and_leave(streams: OpenStreams[str], requests: Requests) -> None:
     async with streams.open(_Context(), requests):  # type: ignore[arg-type]
         pass
+
+
+class _SlowToClose:
+    """An agent loop whose turn sends its TurnCompleted, then takes a while to finish closing."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+
+    async def run(self, request: object, progress: object) -> AsyncIterator[agent_pb2.ConverseResponse]:
+        self.turns += 1
+        yield agent_pb2.ConverseResponse(turn_completed=agent_pb2.TurnCompleted(turn_id=f"t{self.turns}"))
+        await asyncio.sleep(0.05)  # e.g. closing its generators, aborting below
+
+
+async def test_a_start_turn_right_after_turn_completed_waits_for_the_turn_to_finish_closing() -> None:
+    from typing import cast
+
+    from services.router.agent_loop import AgentLoop
+    from services.router.converse import ConverseStream
+
+    sent: list[agent_pb2.ConverseResponse] = []
+    both_sent = asyncio.Event()
+
+    async def send(message: agent_pb2.ConverseResponse) -> None:
+        sent.append(message)
+        if len(sent) == 2:
+            both_sent.set()
+
+    async def nothing(start: agent_pb2.StartTurn, tenant: str) -> None:
+        return None
+
+    loop = _SlowToClose()
+    stream = ConverseStream(cast(AgentLoop, loop), nothing, "tenant", send)
+    first = agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="one"))
+
+    async def requests() -> AsyncIterator[agent_pb2.ConverseRequest]:
+        yield first
+        while not sent:  # the client sends the next StartTurn as soon as the first TurnCompleted arrives
+            await asyncio.sleep(0)
+        yield agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="two"))
+        await both_sent.wait()
+
+    await asyncio.wait_for(stream.run(requests()), 5)
+    assert [m.turn_completed.turn_id for m in sent] == ["t1", "t2"]
+    assert all(m.turn_completed.finish_reason == 0 for m in sent)  # neither is an ERROR TurnCompleted
