@@ -16,8 +16,9 @@ event, and the stream stays open after every one of them:
   rich details the error would have ended the stream with.
 
 A StartTurn while a turn runs is a protocol error and ends the stream
-(FAILED_PRECONDITION) — but a turn whose TurnCompleted has gone out has ended
-for the client, and the next StartTurn waits for its task to finish closing. A client that goes away cancels the turn; nothing is
+(FAILED_PRECONDITION) — but a turn whose TurnCompleted has gone out has
+ended for the client, and the next StartTurn waits for its task to finish
+closing. A client that goes away cancels the turn; nothing is
 sent then.
 """
 

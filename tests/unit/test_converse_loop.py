@@ -170,10 +170,11 @@ async def test_a_start_turn_right_after_turn_completed_waits_for_the_turn_to_fin
     from services.router.converse import ConverseStream
 
     sent: list[agent_pb2.ConverseResponse] = []
-    both_sent = asyncio.Event()
+    first_sent, both_sent = asyncio.Event(), asyncio.Event()
 
     async def send(message: agent_pb2.ConverseResponse) -> None:
         sent.append(message)
+        first_sent.set()
         if len(sent) == 2:
             both_sent.set()
 
@@ -186,8 +187,7 @@ async def test_a_start_turn_right_after_turn_completed_waits_for_the_turn_to_fin
 
     async def requests() -> AsyncIterator[agent_pb2.ConverseRequest]:
         yield first
-        while not sent:  # the client sends the next StartTurn as soon as the first TurnCompleted arrives
-            await asyncio.sleep(0)
+        await first_sent.wait()  # the client sends the next StartTurn as soon as the first TurnCompleted arrives
         yield agent_pb2.ConverseRequest(start_turn=agent_pb2.StartTurn(message="two"))
         await both_sent.wait()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -26,13 +27,16 @@ def test_the_catalog_is_description_only_and_its_cases_load_in_both_splits() -> 
 
 
 def test_a_catalog_case_names_only_declared_parameters() -> None:
-    catalog = {"send_email": {"parameters": {"properties": {"to": {}, "subject": {}}}}}
-    ok = {"id": "x-1", "category": "single", "turns": [{"message": "m", "tools": ["send_email"], "args": {}}]}
-    ok["turns"][0]["args"] = {"send_email": {"to": "a@b.c", "subject": {"contains": "lunch"}}}
-    assert parse_case(ok, "dev", "here", catalog).turns[0].args["send_email"]["to"] == "a@b.c"
-    ok["turns"][0]["args"] = {"send_email": {"cc": "x"}}
+    catalog: dict[str, Any] = {"send_email": {"parameters": {"properties": {"to": {}, "subject": {}}}}}
+
+    def case(args: dict[str, Any]) -> dict[str, Any]:
+        turn = {"message": "m", "tools": ["send_email"], "args": {"send_email": args}}
+        return {"id": "x-1", "category": "single", "turns": [turn]}
+
+    parsed = parse_case(case({"to": "a@b.c", "subject": {"contains": "lunch"}}), "dev", "here", catalog)
+    assert parsed.turns[0].args["send_email"]["to"] == "a@b.c"
     with pytest.raises(CaseError, match="some of its parameters"):
-        parse_case(ok, "dev", "here", catalog)
+        parse_case(case({"cc": "x"}), "dev", "here", catalog)
 
 
 @pytest.mark.parametrize(
