@@ -60,9 +60,7 @@ async def test_an_intent_word_does_not_overrule_a_much_nearer_no_tool_request() 
     message = "write a poem about the sea and the weather"
     decisions = []
     for overrule in (0.2, 1.0):
-        s = Selector(
-            BagOfWords(), SelectorSettings(choose=0.1, reject=0.05, margin=0.05, overrule=overrule), NO_TOOL
-        )
+        s = Selector(BagOfWords(), SelectorSettings(choose=0.1, reject=0.05, margin=0.05, overrule=overrule), NO_TOOL)
         await s.load(SPECS)
         selection = await s.select(message)
         assert selection.none_score - selection.scores["weather"] > 0.2
