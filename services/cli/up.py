@@ -4,8 +4,9 @@ Starts, in dependency order, each as ``python -m services.<name>`` with its
 log lines prefixed by a coloured name: the inference replica on vLLM (the
 embedded model) plus ``--sim-replicas N`` simulator replicas, the tool executor
 (mounting the MCP servers of ``--mcp-config FILE``, when given), the router
-(pointed at every replica) and — once it exists — the gateway. Each is waited on until its health says SERVING. Ctrl-C (or SIGTERM) sends SIGTERM
-to all of them in reverse order, waits for their drains, and exits.
+(pointed at every replica) and — once it exists — the gateway. Each is waited
+on until its health says SERVING. Ctrl-C (or SIGTERM) sends SIGTERM to all of
+them in reverse order, waits for their drains, and exits.
 """
 
 from __future__ import annotations
