@@ -8,7 +8,8 @@ sends the list at once and again whenever it changes (an MCP server's
 ends (the executor drains) or breaks is opened again, with backoff; an
 executor without ``WatchTools`` (UNIMPLEMENTED) is polled with ``ListTools``
 every ``poll_s`` instead. Until a tenant's first list arrives, ``get`` waits
-up to ``within_s`` and then raises ``Unavailable``; after that it returns the
+up to ``within_s`` and then returns the list open to every tenant (a part of
+any tenant's), or raises ``Unavailable`` without one; after that it returns the
 newest list at once, the last good one while the executor is unreachable
 (calls then fail in band as UNAVAILABLE). The empty tenant is the list open to
 every tenant (the router's warm-up). At most ``max_tenants`` lists are
@@ -101,6 +102,12 @@ class ToolLists:
                 async with asyncio.timeout(within_s):
                     await follow.ready.wait()
         if follow.current is None:
+            # The tools open to every tenant are a part of any tenant's: with the executor away before this
+            # tenant's own list arrived (killed, draining, not up yet on this router), the turn goes on with them
+            # and its calls fail in band, as they do for a tenant whose list is known.
+            shared = self._follows.get("")
+            if tenant and shared is not None and shared.current is not None:
+                return shared.current
             raise Unavailable("the tool executor has not listed its tools yet", retry_after_s=1.0)
         return follow.current
 

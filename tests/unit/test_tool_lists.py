@@ -110,6 +110,19 @@ async def test_no_list_yet_is_unavailable() -> None:
         await lists.close()
 
 
+async def test_a_tenant_whose_list_has_not_come_gets_the_list_open_to_every_tenant() -> None:
+    link = FakeLink(watch=True)
+    lists = ToolLists(cast(ToolsLink, link))
+    try:
+        link.snapshots[""] = asyncio.Queue()
+        link.snapshots[""].put_nowait(listing("calc"))
+        assert [t.name for t in (await lists.get("")).specs] == ["calc"]
+        # The executor went away before this tenant's own list arrived (never sent here): the shared part.
+        assert [t.name for t in (await lists.get("acme", within_s=0.05)).specs] == ["calc"]
+    finally:
+        await lists.close()
+
+
 class FakePlanner:
     replans = False
 
