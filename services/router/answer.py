@@ -35,10 +35,11 @@ from services.router.turn_progress import TurnProgress
 class Answerer:
     """Writes turns' answers with ``generator``; ``max_tokens`` unless the turn asks, the opening if enabled.
 
-    An answer without tool results (plain chat) gets ``repetition_penalty`` unless the turn sets one: greedy
-    decoding on a small model echoes the message, recites the system prompt or loops without it (EVAL.md's
-    chat section measures it). An answer over tool results gets none: the penalty weighs on the prompt's
-    tokens too, and such an answer should repeat the tools' numbers.
+    An answer without tool results or earlier turns (a session's plain first chat) gets ``repetition_penalty``
+    unless the turn sets one: greedy decoding on a small model echoes the message, recites the system prompt or
+    loops without it (EVAL.md's chat section measures it). An answer over tool results or over a conversation
+    gets none: the penalty weighs on the prompt's tokens too, and such an answer should repeat the tools'
+    numbers or what was said before ("What is the code word?" of a word given a turn earlier lost it at 1.2).
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class Answerer:
         with self._tracer.start_as_current_span("agent.answer") as span:
             spec = GenerationSpec(
                 messages,
-                self._sampling(start.sampling, plain=not results),
+                self._sampling(start.sampling, plain=not results and not history),
                 start.priority or common_pb2.PRIORITY_P1,
                 sampling_field="start_turn.sampling",
                 continue_final=bool(opening),

@@ -48,9 +48,9 @@ class RouterConfig(RedisConfig):
     max_tool_rounds: int = opt(2, "default plan→act rounds per turn", check=positive)
     answer_max_tokens: int = opt(256, "default max_tokens of an answer", check=positive)
     answer_repetition_penalty: float = opt(
-        1.2,
-        "default repetition_penalty of answers without tool results (turns that call no tool, Complete): greedy "
-        "decoding on a small model echoes and loops on plain chat without one; 1.2 measured (EVAL.md, plain "
+        1.1,
+        "default repetition_penalty of answers without tool results or earlier turns (a first plain chat, Complete): "
+        "greedy decoding on a small model echoes and loops there without one; 1.1 (EVAL.md, plain "
         "chat); 1: none",
         check=positive,
     )

@@ -117,10 +117,13 @@ class _Recording:
         yield GenerationEvent(done=GenerationDone(usage, common_pb2.FINISH_REASON_STOP, 0.0, "r", "test"))
 
 
-async def _answer_sampling(penalty: float, start: agent_pb2.StartTurn, tools: ToolResults) -> common_pb2.SamplingParams:
+async def _answer_sampling(
+    penalty: float, start: agent_pb2.StartTurn, tools: ToolResults, history: list[Message] | None = None
+) -> common_pb2.SamplingParams:
     recording = _Recording()
     answerer = Answerer(cast(Generator, recording), max_tokens=32, opening=False, repetition_penalty=penalty)
-    async for _ in answerer.stream(start, TurnProgress("t"), system_prompt="Be brief.", history=[], tools=tools):
+    past = history or []
+    async for _ in answerer.stream(start, TurnProgress("t"), system_prompt="Be brief.", history=past, tools=tools):
         pass
     return recording.specs[-1].sampling
 
@@ -137,6 +140,10 @@ async def test_plain_answers_get_the_default_penalty_and_answers_over_tool_resul
     asked = agent_pb2.StartTurn(message="Say hi", sampling=common_pb2.SamplingParams(repetition_penalty=1.0))
     assert (await _answer_sampling(1.15, asked, ToolResults())).repetition_penalty == 1.0  # the turn's own wins
     assert not (await _answer_sampling(1.0, start, ToolResults())).HasField("repetition_penalty")  # 1: none
+    # Over a conversation the answer may need to repeat what was said ("What is the code word?"): none either.
+    earlier = [Message("user", "Remember this code word: PINEAPPLE."), Message("assistant", "Got it.")]
+    recall = agent_pb2.StartTurn(message="What is the code word?")
+    assert not (await _answer_sampling(1.15, recall, ToolResults(), earlier)).HasField("repetition_penalty")
 
 
 async def test_complete_gets_the_plain_chat_default_unless_it_names_a_penalty() -> None:
