@@ -96,3 +96,15 @@ class RouterMetrics:
         if child is None:
             child = self._picked[(replica, reason)] = self.picks.labels(replica, reason)
         return child
+
+
+def count_selection(metrics: RouterMetrics | None, method: str, outcome: str) -> None:
+    """One tool-selection outcome (``tool_selection{method,outcome}``), where planning runs with metrics."""
+    if metrics is not None:
+        metrics.tool_selection.labels(method, outcome).inc()
+
+
+def count_dropped(metrics: RouterMetrics | None, reason: str) -> None:
+    """One planned call dropped before running (``dropped_calls{reason}``), where planning runs with metrics."""
+    if metrics is not None:
+        metrics.dropped_calls.labels(reason).inc()

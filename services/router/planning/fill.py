@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentmesh.common.v1 import common_pb2
-from services.router.metrics import RouterMetrics
+from services.router.metrics import RouterMetrics, count_dropped
 from services.router.planning.candidates import CardIndex
 from services.router.planning.copying import copy_constrained, determined
 from services.router.planning.grounding import ground
@@ -89,20 +89,16 @@ class Filler:
         for name, text in zip(names, texts, strict=True):
             arguments = parse_arguments(text)
             if arguments is None:
-                self._drop("unparseable")
+                count_dropped(self._metrics, "unparseable")
                 continue
             checked = ground(
                 arguments, by_name[name].parameters_json_schema, turn.message, full, language=self._language
             )
             if checked.arguments is None:
-                self._drop("ungrounded")
+                count_dropped(self._metrics, "ungrounded")
                 log.warning("dropped planned call %s%s: %s", name, arguments, "; ".join(checked.invented))
                 continue
             if checked.invented:
                 log.info("planned call %s: left out %s", name, "; ".join(checked.invented))
             calls.append(PlannedCall(name, checked.arguments))
         return calls
-
-    def _drop(self, reason: str) -> None:
-        if self._metrics is not None:
-            self._metrics.dropped_calls.labels(reason).inc()

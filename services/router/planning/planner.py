@@ -29,7 +29,7 @@ from opentelemetry import trace
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.generation import Generator
-from services.router.metrics import RouterMetrics
+from services.router.metrics import RouterMetrics, count_selection
 from services.router.planning.candidates import CardIndex
 from services.router.planning.embedding import Embedder
 from services.router.planning.fill import Filler
@@ -131,7 +131,7 @@ class Planner:
         with self._tracer.start_as_current_span("agent.plan") as span:
             turn = restated(turn, self._language)
             if turn.mode == "named":
-                self._count("named", "tools")
+                count_selection(self._metrics, "named", "tools")
                 calls = await self._filler.fill(specs, [turn.named_tool], {}, turn, counters)
                 span.set_attribute("agentmesh.tool_selection", "TOOL_SELECTION_NAMED")
                 return Plan(calls, agent_pb2.TOOL_SELECTION_NAMED, "named")
@@ -182,7 +182,3 @@ class Planner:
     def _method(verdict: Verdict) -> agent_pb2.ToolSelection.ValueType:
         """How the client is told the tools were selected: by a generation, or by the embedding judges."""
         return agent_pb2.TOOL_SELECTION_LLM if verdict.by == "llm" else agent_pb2.TOOL_SELECTION_EMBEDDING
-
-    def _count(self, method: str, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.tool_selection.labels(method, outcome).inc()

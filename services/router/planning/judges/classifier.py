@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.router.metrics import RouterMetrics
+from services.router.metrics import RouterMetrics, count_selection
 from services.router.planning.judges import Ask, Decision, Verdict
 from services.router.planning.settings import SelectorSettings
 
@@ -31,8 +31,7 @@ class ClassifierJudge:
         name, probability = verdict.judged
         if probability < self._confidence or (name and name not in verdict.candidates):
             return None
-        if self._metrics is not None:
-            self._metrics.tool_selection.labels("embedding", "classified").inc()
+        count_selection(self._metrics, "embedding", "classified")
         if not name:
             return replace(verdict, decision=Decision.NONE, candidates=(), by=self.name)
         return replace(verdict, decision=Decision.TOOLS, tools=(name,), segments={}, candidates=(), by=self.name)

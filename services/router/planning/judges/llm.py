@@ -23,7 +23,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from services.router.metrics import RouterMetrics
+from services.router.metrics import RouterMetrics, count_dropped, count_selection
 from services.router.planning.copying import copy_constrained
 from services.router.planning.grounding import ground
 from services.router.planning.inputs import PlannedCall, context, resolved
@@ -64,7 +64,7 @@ class LlmJudge:
         candidates = list(verdict.candidates) or ask.names
         if ask.index is None:  # no embedding: the model chooses among every tool
             names = await self.choose(ask, candidates, mode)
-            self._count("llm", "tools" if names else "none")
+            count_selection(self._metrics, "llm", "tools" if names else "none")
             return self._chosen(verdict, names)
         if mode == "auto":
             calls = await self._decide_call(ask, candidates)
@@ -145,18 +145,10 @@ class LlmJudge:
         name, arguments = decided
         checked = ground(arguments, by_name[name].parameters_json_schema, turn.message, full, language=index.language)
         if checked.arguments is None:
-            self._drop("ungrounded")
+            count_dropped(self._metrics, "ungrounded")
             log.warning("dropped planned call %s%s: %s", name, arguments, "; ".join(checked.invented))
             return []
         return [PlannedCall(name, checked.arguments)]
-
-    def _count(self, method: str, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.tool_selection.labels(method, outcome).inc()
-
-    def _drop(self, reason: str) -> None:
-        if self._metrics is not None:
-            self._metrics.dropped_calls.labels(reason).inc()
 
 
 __all__ = ["CHOOSE_MAX_TOKENS", "LlmJudge"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.router.metrics import RouterMetrics
+from services.router.metrics import RouterMetrics, count_selection
 from services.router.planning.copying import applies, evident, pinned, unmentioned
 from services.router.planning.judges import Ask, Decision, Verdict
 from services.router.planning.settings import SelectorSettings
@@ -54,7 +54,7 @@ class SchemaJudge:
             schema = ask.schema(name)
             ok = schema is None or applies(schema, text, *earlier)
             if not ok:
-                self._count("not_applicable")
+                count_selection(self._metrics, "embedding", "not_applicable")
             return ok
 
         # A tool chosen from a clause that cannot fill it may have the rest of its ask in another clause ("Bought
@@ -94,7 +94,7 @@ class SchemaJudge:
         shown = [n for n in verdict.candidates if (s := ask.schema(n)) is not None and evident(s, ask.message)]
         if len(shown) != 1:
             return None
-        self._count("evident")
+        count_selection(self._metrics, "embedding", "evident")
         return self._decided(verdict, shown[0])
 
     def _pinned(self, ask: Ask, verdict: Verdict) -> Verdict | None:
@@ -108,12 +108,8 @@ class SchemaJudge:
         needed = s.pin_lead if ask.index.shares_intent(best, ask.message) else s.overrule
         if verdict.scores.get(best, 0.0) - verdict.none_score < needed:
             return None
-        self._count("pinned")
+        count_selection(self._metrics, "embedding", "pinned")
         return self._decided(verdict, best)
 
     def _decided(self, verdict: Verdict, tool: str) -> Verdict:
         return replace(verdict, decision=Decision.TOOLS, tools=(tool,), segments={}, candidates=(), by=self.name)
-
-    def _count(self, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.tool_selection.labels("embedding", outcome).inc()

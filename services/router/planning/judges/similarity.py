@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from services.router.metrics import RouterMetrics
+from services.router.metrics import RouterMetrics, count_selection
 from services.router.planning.candidates import Cards, TextScore
 from services.router.planning.judges import Ask, Decision, Verdict
 from services.router.planning.settings import SelectorSettings
@@ -81,7 +81,7 @@ class SimilarityJudge:
         for name in whole.chosen:
             segments.setdefault(name, ask.message)
         ruled = self._ruled(ask, cards, parts, clause_verdicts, whole, scores, segments)
-        self._count(ruled.decision.value)
+        count_selection(self._metrics, "embedding", ruled.decision.value)
         return ruled
 
     def _ruled(  # noqa: PLR0917 - private, one caller
@@ -193,10 +193,6 @@ class SimilarityJudge:
             return -1.0
         others = np.delete(per_tool, best_index)
         return float(others.max())
-
-    def _count(self, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.tool_selection.labels("embedding", outcome).inc()
 
 
 __all__ = ["SimilarityJudge"]
