@@ -177,6 +177,11 @@ def test_a_declared_constant_needs_its_word_and_an_invented_value_drops_the_call
     kept = ground({"city": "Lisbon", "days": 7, "units": "metric"}, forecast, "Rain in Lisbon next week?")
     assert kept.arguments == {"city": "Lisbon", "units": "metric"}  # 7 is nobody's: the tool's default applies
     assert ground({"city": "US"}, forecast, "Email alice and ask if she is free on Friday").arguments is None
+    # An enum value is the schema's, never invented, even when a free-text argument holds the same string.
+    both = {"type": "object", "properties": {"note": {"type": "string"}, "units": {"enum": ["metric"]}}}
+    assert ground({"note": "metric", "units": "metric"}, json.dumps(both), "Rain in Lisbon?").arguments == {
+        "units": "metric"
+    }
 
 
 def test_invented_numbers_are_not_grounded_and_context_grounds_follow_ups() -> None:

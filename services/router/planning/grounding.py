@@ -61,28 +61,54 @@ def grounded(*sources: str, constants: Iterable[float] = (), language: Language 
     return allowed
 
 
+def _schema(schema_json: str) -> dict[str, Any]:
+    """The parsed schema (empty when it does not parse as an object)."""
+    try:
+        schema = json.loads(schema_json)
+    except json.JSONDecodeError:
+        return {}
+    return schema if isinstance(schema, dict) else {}
+
+
+def _properties(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema's ``properties`` (empty when it has none)."""
+    props = schema.get("properties", {})
+    return props if isinstance(props, dict) else {}
+
+
+def _said(sources: Sequence[str], language: Language) -> frozenset[str]:
+    """The content words of the conversation."""
+    return frozenset().union(*(language.content_words(s) for s in sources))
+
+
 def declared_constants(schema_json: str, *sources: str, language: Language = ENGLISH) -> frozenset[float]:
     """The numbers a tool's schema declares under ``hints.CONSTANTS_KEYWORD`` (on any property) whose words the
     sources use: ``{"week": [7, 52]}`` grounds 7 in "a week in hours"; the word ``"*"`` grounds its numbers in
     any message."""
     if CONSTANTS_KEYWORD not in schema_json:
         return frozenset()
-    schema = json.loads(schema_json)
+    return _declared(_properties(_schema(schema_json)), _said(sources, language))
+
+
+def _declared(props: dict[str, Any], said: frozenset[str]) -> frozenset[float]:
     out: set[float] = set()
-    for prop in schema.get("properties", {}).values():
+    for prop in props.values():
         if isinstance(prop, dict):
-            out |= constants_for(prop.get(CONSTANTS_KEYWORD), *sources, language=language)
+            out |= _constants(prop.get(CONSTANTS_KEYWORD), said)
     return frozenset(out)
 
 
 def constants_for(declared: object, *sources: str, language: Language = ENGLISH) -> frozenset[float]:
     """The numbers of one ``hints.CONSTANTS_KEYWORD`` value (word → numbers) whose words the sources use."""
+    return _constants(declared, _said(sources, language))
+
+
+def _constants(declared: object, said: frozenset[str]) -> frozenset[float]:
     if not isinstance(declared, dict):
         return frozenset()
-    said = frozenset().union(*(language.content_words(s) for s in sources)) | {"*"}
     out: set[float] = set()
     for word, numbers in declared.items():
-        if word in said and isinstance(numbers, list):
+        if word in said | {"*"} and isinstance(numbers, list):
             out |= {float(n) for n in numbers if isinstance(n, (int, float)) and not isinstance(n, bool)}
     return frozenset(out)
 
@@ -95,28 +121,19 @@ def ungrounded(
     return [n for n in _values(arguments, language) if not _close_to_any(n, allowed)]
 
 
-def unsupported_words(
-    arguments: dict[str, Any], schema_json: str, *sources: str, language: Language = ENGLISH
-) -> list[str]:
-    """The string arguments (top level) that hold words and share none with the sources, unless their schema
-    fixes the value (enum, const) or marks it a date or time."""
-    try:
-        props = json.loads(schema_json).get("properties", {})
-    except (json.JSONDecodeError, AttributeError):
-        props = {}
-    said = frozenset().union(*(language.content_words(s) for s in sources)) - {"<num>"}
-    out = []
-    for name, value in arguments.items():
-        prop = props.get(name) if isinstance(props, dict) else None
-        if isinstance(prop, dict) and ("enum" in prop or "const" in prop or prop.get("format") in _COMPOSED_FORMATS):
+def _unsupported(value: Any, prop: object, said: frozenset[str], language: Language) -> str | None:
+    """The first string of one argument (a string or a list of them) that holds words and shares none with the
+    conversation's ``said``; None when there is none, or when the schema fixes the value (enum, const) or marks it
+    a date or time."""
+    if isinstance(prop, dict) and ("enum" in prop or "const" in prop or prop.get("format") in _COMPOSED_FORMATS):
+        return None
+    for text in value if isinstance(value, list) else [value]:
+        if not isinstance(text, str) or not _LETTERS.search(text):
             continue
-        for text in value if isinstance(value, list) else [value]:
-            if not isinstance(text, str) or not _LETTERS.search(text):
-                continue
-            mine = {w for w in language.content_words(text) if len(w) > 1} - {"<num>"}  # a lone letter says nothing
-            if mine and not mine & said and not any(_near(w, said) for w in mine):
-                out.append(text)
-    return out
+        mine = {w for w in language.content_words(text) if len(w) > 1} - {"<num>"}  # a lone letter says nothing
+        if mine and not mine & said and not any(_near(w, said) for w in mine):
+            return text
+    return None
 
 
 @dataclass(frozen=True)
@@ -131,25 +148,24 @@ def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language:
     """The call's arguments less the invented ones: an invented *optional* property is taken out (the tool's
     default applies: "next week" is no reason for a model's ``days: 7``), an invented required one drops the
     call. ``sources`` are the message, then the context the fill saw."""
-    constants = declared_constants(schema_json, *sources, language=language)
+    schema = _schema(schema_json)
+    props = _properties(schema)
+    said = _said(sources, language)
+    constants = _declared(props, said) if CONSTANTS_KEYWORD in schema_json else frozenset()
     allowed = grounded(*sources, constants=constants, language=language)
+    words = said - {"<num>"}
     invented: dict[str, str] = {}
     for name, value in arguments.items():
         missing = [n for n in _values(value, language) if not _close_to_any(n, allowed)]
         if missing:
             invented[name] = f"{name}: {', '.join(map(_plain, missing))} not in the conversation"
-    for text in unsupported_words(arguments, schema_json, *sources, language=language):
-        for name, value in arguments.items():
-            if name not in invented and (value == text or (isinstance(value, list) and text in value)):
-                invented[name] = f"{name}: {text!r} shares no word with the conversation"
+        elif (text := _unsupported(value, props.get(name), words, language)) is not None:
+            invented[name] = f"{name}: {text!r} shares no word with the conversation"
     if not invented:
         return Grounded(arguments)
-    try:
-        required = set(json.loads(schema_json).get("required", []))
-    except (json.JSONDecodeError, AttributeError):
-        required = set()
+    required = schema.get("required", [])
     reasons = tuple(invented.values())
-    if required & invented.keys():
+    if isinstance(required, list) and set(required) & invented.keys():
         return Grounded(None, reasons)
     return Grounded({k: v for k, v in arguments.items() if k not in invented}, reasons)
 
