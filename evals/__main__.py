@@ -20,7 +20,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -372,16 +372,26 @@ async def _suite(  # noqa: PLR0917 - one caller
         await mesh.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run_cli(
+    run: Callable[[Any, list[str]], Coroutine[Any, Any, int]], parse: Callable[[list[str]], Any], argv: Any
+) -> int:
+    """An eval's entry point: parse ``argv`` (None: the command line), then ``run`` under uvloop; shared by
+    ``make eval`` and ``evals.chat``.
+
+    A SIGTERM (a killed run, a job timeout) ends the run as Ctrl-C does, so the mesh and the engine's worker
+    processes are shut down; with Python's default the engine's workers outlived the run, using the CPU.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    # A SIGTERM (a killed run, a job timeout) ends the run as Ctrl-C does, so the mesh and the engine's worker
-    # processes are shut down; with Python's default the engine's workers outlived the run, using the CPU.
+    args = parse(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return uvloop.run(run(args, argv))
     except KeyboardInterrupt:
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(run, parse_args, argv)
 
 
 if __name__ == "__main__":

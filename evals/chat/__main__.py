@@ -30,7 +30,6 @@ import asyncio
 import datetime as dt
 import json
 import shlex
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -39,10 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvloop
-
 from agentmesh.common.v1 import common_pb2
-from evals.__main__ import MODEL_ID, connect_eval_redis, embedded_replica, machine_description, start_eval_mesh
+from evals.__main__ import MODEL_ID, connect_eval_redis, embedded_replica, machine_description, run_cli, start_eval_mesh
 from evals.cases import Case, CaseError, load_cases
 from evals.degenerate import REASONS, Verdict, judge
 from evals.records import TurnRecord
@@ -331,13 +328,7 @@ async def run(args: ChatArgs, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as make eval: the engine's workers stop too
-    try:
-        return uvloop.run(run(args, argv))
-    except KeyboardInterrupt:
-        return 130
+    return run_cli(run, parse_args, argv)
 
 
 if __name__ == "__main__":
