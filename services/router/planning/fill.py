@@ -73,11 +73,12 @@ class Filler:
             known = determined(schema)
             if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
                 return json.dumps(known)
-            examples = worked_examples(tool) or card_calls(tool)
+            own = worked_examples(tool)
+            examples = own or card_calls(tool)
             shots: list[tuple[str, dict[str, Any]]] | None = None
             if self._index is not None:  # nearest in meaning beats nearest in words (EVAL.md)
                 shots = await self._index.nearest(text, examples, FILL_EXAMPLES)
-            elif not worked_examples(tool):
+            elif not own:
                 shots = examples
             if told and name in previous:  # the last call of this tool is the nearest example of all
                 shots = [*(shots or [])[1:], (turn.previous_message, previous[name])]
