@@ -18,10 +18,12 @@ stream's writes (grpc.aio allows one write in flight, a drain notice may race
 the turn's events, and a write whose sender was cancelled still runs to its
 end before the next starts) and keeps every open stream reachable for the drain
 notice on shutdown. Once the notice has gone out, a stream opened after it is
-refused with UNAVAILABLE (retry elsewhere) instead of being served: the gRPC
-server refuses new streams itself only when it stops, after the drain hooks,
-and a stream accepted in between was served under the drain instead (one
-ended CANCELLED in a gateway drain test, not UNAVAILABLE). The refusal waits
+refused with UNAVAILABLE (retry elsewhere) instead of being served, and
+``announce`` returns only when the streams it told have closed: the gRPC server
+stops after the drain hooks, and a stream that arrives once it has stopped is
+not refused with UNAVAILABLE but reset, CANCELLED (seen in CI's gateway drain
+test, twice), so the server keeps listening, and refusing in band, for as long
+as streams are still finishing (at most the drain grace). The refusal waits
 (at most ``REFUSE_READ_S``) for the client's first request before it sends the
 status: a status that overtakes the client's first write makes grpc.aio's
 ``write`` fail locally as INTERNAL "Internal error from Core" and hides the
@@ -108,6 +110,8 @@ class OpenStreams(Generic[Message]):
     def __init__(self) -> None:
         self._sends: set[Callable[[Message], Awaitable[None]]] = set()
         self._announced = False
+        self._all_closed = asyncio.Event()
+        self._all_closed.set()
 
     @contextlib.asynccontextmanager
     async def open(
@@ -143,15 +147,20 @@ class OpenStreams(Generic[Message]):
             await asyncio.shield(write)
 
         self._sends.add(send)
+        self._all_closed.clear()
         try:
             yield send
         finally:
             self._sends.discard(send)
+            if not self._sends:
+                self._all_closed.set()
 
     async def announce(self, notice: Message) -> None:
-        """Send ``notice`` on every open stream (a stream that is ending just misses it); refuse new ones."""
+        """Send ``notice`` on every open stream (a stream that is ending just misses it); refuse new ones;
+        return once every stream has closed (the drain bounds the wait by its grace)."""
         self._announced = True
         await asyncio.gather(*(send(notice) for send in list(self._sends)), return_exceptions=True)
+        await self._all_closed.wait()
 
 
 async def _first_of(requests: AsyncIterable[Any], within_s: float) -> None:

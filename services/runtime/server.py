@@ -173,18 +173,27 @@ class MeshServer:
         self._drain_hooks.append(hook)
 
     async def drain(self, grace: float | None = None) -> None:
-        """Graceful stop: NOT_SERVING, drain hooks, then stop(grace). Safe to call twice."""
+        """Graceful stop: NOT_SERVING, drain hooks (listening meanwhile), then stop with what is left of the grace.
+
+        Safe to call twice."""
         if self._draining:
             return
         self._draining = True
         grace = self.config.drain_grace_s if grace is None else grace
         log.info("draining %s (grace %.1fs)", self.address, grace)
         await self.set_serving(False)
-        results = await asyncio.gather(*(hook() for hook in self._drain_hooks), return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        hooks = asyncio.gather(*(hook() for hook in self._drain_hooks), return_exceptions=True)
+        try:
+            # A hook may wait for its streams to finish while the server still listens (``OpenStreams``).
+            results = await asyncio.wait_for(hooks, grace)
+        except TimeoutError:
+            results = []
         for result in results:
             if isinstance(result, BaseException):
                 log.warning("drain hook failed: %r", result)
-        await self._server.stop(grace)
+        await self._server.stop(max(0.0, grace - (loop.time() - began)))
         if self._health_server is not None:
             await self._health_server.stop(0)
 
