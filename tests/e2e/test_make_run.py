@@ -19,6 +19,8 @@ import openai
 import pytest
 
 from meshkit.up import UpPorts, up_argv, wait_until_up
+from tests.support import monitoring
+from tests.support.promql import bucket_bounds, exported_names
 
 ROOT = Path(__file__).resolve().parents[2]
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
@@ -173,3 +175,19 @@ def test_every_service_exposes_its_metrics(mesh: dict[str, int]) -> None:
             assert name in body, (port, name)
         if port == base + 3:
             assert "agentmesh_inference_inter_token_latency_seconds" not in body
+
+
+def test_the_dashboard_and_alerts_read_only_metrics_the_mesh_exports(mesh: dict[str, int]) -> None:
+    """Every name in k8s/components/prometheus (dashboard and rules) is on a /metrics page of the mesh."""
+    base = mesh["metrics"]
+    pages = [
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        for port in range(base, base + 4)
+    ]
+    exported = set().union(*(exported_names(page) for page in pages))
+    bounds: dict[str, set[str]] = {}
+    for page in pages:
+        for name, les in bucket_bounds(page).items():
+            bounds.setdefault(name, set()).update(les)
+    assert monitoring.unknown_names(exported) == []
+    assert monitoring.unknown_buckets(bounds) == []
