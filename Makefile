@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: setup run test test-reliability soak check lint typecheck protolint protobreaking pytest bench eval eval-chat gen lock clean
+.PHONY: setup run test test-reliability soak check lint typecheck protolint protobreaking pytest bench eval eval-chat gen lock clean docs
 
 ## setup: virtualenv, pinned deps, generated contracts, embedded model, Redis (idempotent)
 setup:
@@ -55,6 +55,10 @@ eval: setup
 ## eval-chat: degenerate plain-chat answers per repetition penalty (dev chooses, then held-out) → a section of EVAL.md
 eval-chat: setup
 	$(PY) -m evals.chat --heldout-all --report EVAL.md
+
+## docs: serve the docs site on http://127.0.0.1:8000, rebuilt on every change (`make test` builds it with --strict)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 ## gen: regenerate the contracts from protos/
 gen:
