@@ -94,7 +94,10 @@ async def start_http_edge(config: GatewayConfig, grpc_port: int) -> HttpEdge | N
         return None
     loopback = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
     edge = HttpEdge(
-        f"{loopback}:{grpc_port}", timeout_s=config.http_timeout_s, completion_model=config.http_completion_model
+        f"{loopback}:{grpc_port}",
+        timeout_s=config.http_timeout_s,
+        completion_model=config.http_completion_model,
+        max_tools=config.http_max_tools,
     )
     try:
         await edge.start(config.host, config.http_port, grace_s=config.drain_grace_s)

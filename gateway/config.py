@@ -8,6 +8,9 @@ from pathlib import Path
 
 from services.runtime.config import ConfigError, RedisConfig, opt, port, port_or_off, positive
 
+#: Most client-defined tools one Chat Completions request may offer (OpenAI's own limit is 128).
+HTTP_MAX_TOOLS = 128
+
 
 @dataclass(frozen=True)
 class GatewayConfig(RedisConfig):
@@ -40,6 +43,7 @@ class GatewayConfig(RedisConfig):
     http_port: int = opt(8080, "OpenAI-compatible HTTP port (0 picks a free one, -1 disables)", check=port_or_off)
     http_timeout_s: float = opt(600.0, "longest HTTP request (HTTP callers send no deadline)", check=positive)
     http_completion_model: str = opt("SmolLM2-135M-Instruct", "plain-completion model name that /v1/models lists")
+    http_max_tools: int = opt(HTTP_MAX_TOOLS, "most client-defined tools one HTTP request may offer", check=positive)
 
     def validate(self) -> None:
         if not self.routers:

@@ -11,17 +11,20 @@ The price is one loopback gRPC hop, measured in BENCHMARKS.md (``loadtest/http_e
 
 Model ``agentmesh-agent`` runs a Converse turn (server-side tools; tool events reported in the
 ``agentmesh`` field, see ``openai_response.py``; the session continues with ``X-AgentMesh-Session``);
-every other model name is a Complete on the mesh's model. The HTTP response starts only once the
-mesh has accepted the work (TurnStarted / CompletionStarted), so refusals keep their status codes
-(``openai_errors.py``); a failure after that ends a stream with an ``error`` event. aiohttp runs on the
-gateway's own (uv)loop; a caller that disconnects cancels its handler, which cancels the gRPC call
-and with it the turn.
+the plain model (``completion_model``) is a Complete on the mesh's model, or a Converse turn without the
+mesh's tools when the request brings a history or tools. A request with ``tools`` ends at the calls of
+its own tools, which go back to the caller as OpenAI ``tool_calls`` (``openai_tools.py``); another model
+name is 404 ``model_not_found``. The HTTP response starts only once the mesh has accepted the work
+(TurnStarted / CompletionStarted), so refusals keep their status codes (``openai_errors.py``); a failure
+after that ends a stream with an ``error`` event. Every input gets a 4xx in OpenAI's error shape or an
+answer: the body is decoded strictly (``openai_body.py``), and anything the handlers did not expect is a
+500 in the same shape, logged. aiohttp runs on the gateway's own (uv)loop; a caller that disconnects
+cancels its handler, which cancels the gRPC call and with it the turn.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -32,6 +35,7 @@ from aiohttp import web
 
 from agentmesh_client import (
     AgentClient,
+    ClientToolCalls,
     CompletionEvent,
     CompletionFinished,
     CompletionStarted,
@@ -45,9 +49,12 @@ from agentmesh_client import (
     TurnStarted,
     Usage,
 )
+from gateway.config import HTTP_MAX_TOOLS
+from gateway.openai_body import decode_body
 from gateway.openai_errors import http_error
 from gateway.openai_request import AGENT_MODEL, SESSION_HEADER, ChatRequest, parse_chat_request
 from gateway.openai_response import DONE, Reply, sse, tool_event
+from gateway.openai_tools import SchemaChecks
 from services.runtime.errors import AgentMeshError, InvalidArgument, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -59,11 +66,15 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 class HttpEdge:
     """The edge's aiohttp server, calling AgentService at ``grpc_target`` (see module docstring)."""
 
-    def __init__(self, grpc_target: str, *, timeout_s: float, completion_model: str) -> None:
+    def __init__(
+        self, grpc_target: str, *, timeout_s: float, completion_model: str, max_tools: int = HTTP_MAX_TOOLS
+    ) -> None:
         self._channel = grpc.aio.insecure_channel(grpc_target)
         self._client = AgentClient(self._channel, retry=RetryPolicy.never())
         self._timeout_s = timeout_s
         self._models = (AGENT_MODEL, completion_model)
+        self._max_tools = max_tools
+        self._schemas = SchemaChecks()
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -104,8 +115,12 @@ class HttpEdge:
             return await handler(request)
         except AgentMeshError as exc:
             error = http_error(exc)
-        except web.HTTPException as exc:  # unknown path or method: the same error shape
-            error = replace(http_error(NotFound(f"{request.method} {request.path}: {exc.reason}")), status=exc.status)
+        except web.HTTPException as exc:  # unknown path or method, a body too large: the same error shape
+            kind = NotFound if exc.status == 404 else InvalidArgument
+            error = replace(http_error(kind(f"{request.method} {request.path}: {exc.reason}")), status=exc.status)
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            error = http_error(AgentMeshError("internal error"))
         return web.json_response(error.body, status=error.status, headers=error.headers)
 
     async def models(self, request: web.Request) -> web.Response:
@@ -125,40 +140,53 @@ class HttpEdge:
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         client = self._client_for(request)
+        authenticated = False
         try:
-            try:
-                body = await request.json()
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise InvalidArgument("the request body is not valid JSON") from None
-            chat = parse_chat_request(body, {k.lower(): v for k, v in request.headers.items()})
-        except InvalidArgument:
-            await client.list_tools()  # a caller without a valid key learns that first, from the gRPC path's auth
+            body = decode_body(await request.read())
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            chat = parse_chat_request(body, headers, max_tools=self._max_tools)
+            if chat.model not in self._models:
+                raise NotFound(
+                    f"model {chat.model[:100]!r} does not exist; GET /v1/models lists them", reason="MODEL_NOT_FOUND"
+                )
+            if not self._schemas.known(chat.client_tools):
+                await client.list_tools()  # checking a schema costs CPU: only for a caller with a valid key
+                authenticated = True
+            self._schemas.check(chat.client_tools)
+        except (InvalidArgument, NotFound):
+            if not authenticated:
+                await client.list_tools()  # a caller without a valid key learns that first, from the gRPC path's auth
             raise
         async with contextlib.aclosing(self._events(client, chat)) as events:
             first = await anext(events, None)
             if isinstance(first, TurnCompleted) and first.error is not None:
-                raise first.error  # refused before it started: rate limit, shedding, ...
+                raise _renamed(chat, first.error)  # refused before it started: invalid, rate limit, shedding, ...
             if isinstance(first, TurnStarted):
-                reply = Reply(chat.model, first.request_id, first.session_id, first.turn_id)
+                session = (first.session_id, first.turn_id) if chat.agent else ("", "")
+                reply = Reply(chat.model, first.request_id, *session)
             elif isinstance(first, CompletionStarted):
                 reply = Reply(chat.model, first.request_id)
             else:
                 raise Unavailable("the mesh ended the request before accepting it")
             if chat.stream:
                 return await self._stream(request, chat, reply, events)
-            return await self._whole(reply, events)
+            return await self._whole(chat, reply, events)
 
     # -- answers ---------------------------------------------------------------
 
-    async def _whole(self, reply: Reply, events: AsyncIterator[Event]) -> web.Response:
+    async def _whole(self, chat: ChatRequest, reply: Reply, events: AsyncIterator[Event]) -> web.Response:
+        client_side: set[str] = set()
         async for event in events:
             if isinstance(event, TextDelta):
                 reply.text.append(event.text)
+            elif isinstance(event, ClientToolCalls):
+                reply.calls.extend(event.calls)
             elif isinstance(event, ToolCallStarted | ToolCallFinished):
-                reply.tools.append(tool_event(event))
+                if _mesh_side(event, client_side):
+                    reply.tools.append(tool_event(event))
             elif isinstance(event, TurnCompleted | CompletionFinished):
                 if isinstance(event, TurnCompleted) and event.error is not None:
-                    raise event.error
+                    raise _renamed(chat, event.error)
                 return web.json_response(reply.completion(event.finish_reason, event.usage), headers=_headers(reply))
         raise Unavailable("the mesh ended the answer before it finished")
 
@@ -169,21 +197,28 @@ class HttpEdge:
             headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", **_headers(reply)}
         )
         await response.prepare(request)
-        await response.write(reply.chunk({"role": "assistant", "content": ""}))
         finished: tuple[str, Usage] | None = None
+        client_side: set[str] = set()
         async for event in events:
+            chunks: list[bytes] = []
             if isinstance(event, TextDelta) and event.text:
-                await response.write(reply.chunk({"content": event.text}))
+                chunks = reply.text_chunks(event.text)
+            elif isinstance(event, ClientToolCalls):
+                chunks = reply.call_chunks(event.calls)
             elif isinstance(event, ToolCallStarted | ToolCallProgress | ToolCallFinished):
-                await response.write(reply.chunk(tool=tool_event(event)))
+                if _mesh_side(event, client_side):
+                    chunks = [reply.chunk(tool=tool_event(event))]
             elif isinstance(event, TurnCompleted) and event.error is not None:
-                await response.write(sse(http_error(event.error).body))
+                await response.write(sse(http_error(_renamed(chat, event.error)).body))
                 break
             elif isinstance(event, TurnCompleted | CompletionFinished):
                 finished = (event.finish_reason, event.usage)
                 break
+            for chunk in chunks:
+                await response.write(chunk)
         if finished is not None:
-            await response.write(reply.chunk(finish_reason=finished[0]))
+            for chunk in reply.finish_chunks(finished[0]):
+                await response.write(chunk)
             if chat.include_usage:
                 await response.write(reply.chunk(usage=finished[1]))
         await response.write(DONE)
@@ -193,15 +228,22 @@ class HttpEdge:
     async def _events(self, client: AgentClient, chat: ChatRequest) -> AsyncGenerator[Event, None]:
         """The mesh's events for ``chat``, as the typed client yields them."""
         try:
-            if chat.agent:
-                async with client.conversation(chat.session_id, timeout_s=self._timeout_s) as conversation:
+            if chat.converse:
+                session_id = chat.session_id if chat.agent else ""
+                async with client.conversation(session_id, timeout_s=self._timeout_s) as conversation:
                     turn = client.turn(
                         conversation,
                         chat.message,
-                        tools=chat.tools,
+                        tools=chat.turn_tool_choice,
                         priority=chat.priority,
                         sampling=chat.sampling,
                         system_prompt=chat.system_prompt,
+                        client_tools=chat.specs(),
+                        only_client_tools=bool(chat.client_tools) and not chat.agent,
+                        end_at_client_calls=bool(chat.client_tools),
+                        history=chat.dialogue.history,
+                        prior_tool_calls=chat.prior_tool_calls(),
+                        max_calls_per_round=chat.max_calls_per_round,
                     )
                     async for event in turn:
                         yield event
@@ -216,9 +258,7 @@ class HttpEdge:
                 async for completion in completions:
                     yield completion
         except AgentMeshError as exc:
-            if isinstance(exc, InvalidArgument) and exc.field_violations:
-                raise _as_http_field(exc) from None
-            raise
+            raise _renamed(chat, exc) from None
 
     def _client_for(self, request: web.Request) -> AgentClient:
         """The client for one HTTP caller: its credentials and request id, passed on unchanged."""
@@ -239,15 +279,17 @@ def _headers(reply: Reply) -> dict[str, str]:
     return headers
 
 
-#: gRPC field paths of StartTurn/CompleteRequest → the OpenAI request fields they came from.
-_FIELDS = {"message": "messages", "prompt": "messages", "session_id": SESSION_HEADER, "sampling": ""}
+def _mesh_side(event: ToolCallStarted | ToolCallProgress | ToolCallFinished, client_side: set[str]) -> bool:
+    """Whether ``event`` is of a call the mesh runs (reported in ``agentmesh``), not one of the client's."""
+    if isinstance(event, ToolCallStarted) and event.client_side:
+        client_side.add(event.call_id)
+    return event.call_id not in client_side
 
 
-def _as_http_field(error: InvalidArgument) -> InvalidArgument:
-    """Name the HTTP request's field in a mesh-side validation error (``start_turn.sampling.top_k`` → ``top_k``)."""
-    renamed = []
-    for v in error.field_violations:
-        path = v.field.removeprefix("start_turn.").split(".")
-        head = _FIELDS.get(path[0], path[0])
-        renamed.append(type(v)(".".join(p for p in (head, *path[1:]) if p), v.description))
-    return InvalidArgument(error.message, renamed, reason=error.reason)
+def _renamed(chat: ChatRequest, error: AgentMeshError) -> AgentMeshError:
+    """``error`` with the fields the mesh named (``start_turn.client_tools[2].name``) as this request's
+    (``tools[2].function.name``)."""
+    if not isinstance(error, InvalidArgument) or not error.field_violations:
+        return error
+    fields = chat.http_fields(tuple(error.field_violations))
+    return InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in fields), fields, reason=error.reason)
