@@ -118,6 +118,8 @@ class HttpEdge:
         except web.HTTPException as exc:  # unknown path or method, a body too large: the same error shape
             kind = NotFound if exc.status == 404 else InvalidArgument
             error = replace(http_error(kind(f"{request.method} {request.path}: {exc.reason}")), status=exc.status)
+        except ConnectionError:  # the caller left: nobody to answer
+            raise
         except Exception:
             log.exception("%s %s failed", request.method, request.path)
             error = http_error(AgentMeshError("internal error"))
@@ -199,23 +201,31 @@ class HttpEdge:
         await response.prepare(request)
         finished: tuple[str, Usage] | None = None
         client_side: set[str] = set()
-        async for event in events:
-            chunks: list[bytes] = []
-            if isinstance(event, TextDelta) and event.text:
-                chunks = reply.text_chunks(event.text)
-            elif isinstance(event, ClientToolCalls):
-                chunks = reply.call_chunks(event.calls)
-            elif isinstance(event, ToolCallStarted | ToolCallProgress | ToolCallFinished):
-                if _mesh_side(event, client_side):
-                    chunks = [reply.chunk(tool=tool_event(event))]
-            elif isinstance(event, TurnCompleted) and event.error is not None:
-                await response.write(sse(http_error(_renamed(chat, event.error)).body))
-                break
-            elif isinstance(event, TurnCompleted | CompletionFinished):
-                finished = (event.finish_reason, event.usage)
-                break
-            for chunk in chunks:
-                await response.write(chunk)
+        try:
+            async for event in events:
+                chunks: list[bytes] = []
+                if isinstance(event, TextDelta) and event.text:
+                    chunks = reply.text_chunks(event.text)
+                elif isinstance(event, ClientToolCalls):
+                    chunks = reply.call_chunks(event.calls)
+                elif isinstance(event, ToolCallStarted | ToolCallProgress | ToolCallFinished):
+                    if _mesh_side(event, client_side):
+                        chunks = [reply.chunk(tool=tool_event(event))]
+                elif isinstance(event, TurnCompleted) and event.error is not None:
+                    chunks = [sse(http_error(_renamed(chat, event.error)).body)]
+                elif isinstance(event, TurnCompleted | CompletionFinished):
+                    finished = (event.finish_reason, event.usage)
+                for chunk in chunks:
+                    await response.write(chunk)
+                if isinstance(event, TurnCompleted | CompletionFinished):
+                    break
+        except AgentMeshError as exc:  # the response has begun: the failure goes in band
+            await response.write(sse(http_error(exc).body))
+        except ConnectionError:  # the caller left: nobody to tell
+            raise
+        except Exception:
+            log.exception("the stream of %s failed", reply.id)
+            await response.write(sse(http_error(AgentMeshError("internal error")).body))
         if finished is not None:
             for chunk in reply.finish_chunks(finished[0]):
                 await response.write(chunk)

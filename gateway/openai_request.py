@@ -207,8 +207,10 @@ def _sampling(body: dict[str, Any]) -> Sampling:
     stop = body.get("stop")
     if isinstance(stop, str):
         stop = [stop]
-    if stop is not None and (not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) for s in stop)):
-        raise InvalidArgument.field("stop", "a string or an array of at most 4 strings")
+    if stop is not None and (
+        not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) and s for s in stop)
+    ):
+        raise InvalidArgument.field("stop", "a non-empty string or an array of at most 4 of them")
     repetition_penalty = _number(body, "repetition_penalty", -FLOAT32_MAX, FLOAT32_MAX)
     if repetition_penalty is not None and repetition_penalty <= 0:
         raise InvalidArgument.field("repetition_penalty", "must be greater than 0 (1: no penalty)")

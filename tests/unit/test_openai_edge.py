@@ -257,6 +257,7 @@ def test_a_streamed_call_is_openais_chunk_sequence_and_the_whole_one_its_message
         ({"top_k": -1}, {}, "top_k"),
         ({"repetition_penalty": 10**400}, {}, "repetition_penalty"),
         ({"stop": ["a", "b", "c", "d", "e"]}, {}, "stop"),
+        ({"stop": ["a", ""]}, {}, "stop"),
         ({"n": 2}, {}, "n"),
         ({"stream_options": {"include_usage": True}}, {}, "stream_options"),
         ({"tool_choice": "required"}, {}, "tool_choice"),
