@@ -220,7 +220,7 @@ class HttpEdge:
                 if isinstance(event, TurnCompleted | CompletionFinished):
                     break
         except AgentMeshError as exc:  # the response has begun: the failure goes in band
-            await response.write(sse(http_error(exc).body))
+            await response.write(sse(http_error(_renamed(chat, exc)).body))
         except ConnectionError:  # the caller left: nobody to tell
             raise
         except Exception:

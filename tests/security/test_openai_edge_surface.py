@@ -311,3 +311,8 @@ async def test_the_holes_a_careless_client_found_are_4xx(edge: Edge) -> None:
         assert reply.json()["error"]["param"] == param
     unknown = await edge.http.post(edge.url, json={"model": "gpt-4o", "messages": user})
     assert unknown.json()["error"]["code"] == "model_not_found"
+    for reply, status in (
+        (await edge.http.get(edge.url), 405),
+        (await edge.http.post(edge.url, content=b"[" * (2 << 20), headers=JSON), 413),
+    ):
+        assert reply.status_code == status and reply.json()["error"]["type"] == "invalid_request_error", reply.text
