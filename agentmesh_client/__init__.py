@@ -1,8 +1,11 @@
 """The typed async Python client of AgentMesh's AgentService (see ``client.py`` and the README)."""
 
 from agentmesh_client.client import AgentClient
+from agentmesh_client.client_tools import ClientToolResult, ToolHandler, client_tool
 from agentmesh_client.conversation import Conversation, Turn, TurnResult
 from agentmesh_client.events import (
+    ClientToolCall,
+    ClientToolCalls,
     CompletionEvent,
     CompletionFinished,
     CompletionStarted,
@@ -21,6 +24,9 @@ from agentmesh_client.retry import RetryPolicy
 
 __all__ = [
     "AgentClient",
+    "ClientToolCall",
+    "ClientToolCalls",
+    "ClientToolResult",
     "CompletionEvent",
     "CompletionFinished",
     "CompletionStarted",
@@ -33,10 +39,12 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallProgress",
     "ToolCallStarted",
+    "ToolHandler",
     "Turn",
     "TurnCompleted",
     "TurnEvent",
     "TurnResult",
     "TurnStarted",
     "Usage",
+    "client_tool",
 ]

@@ -17,7 +17,7 @@ the channel under another key (the HTTP edge makes one per request).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import grpc
@@ -25,6 +25,7 @@ import grpc.aio
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
+from agentmesh_client.client_tools import ToolHandler
 from agentmesh_client.conversation import Conversation, ConverseCall, Turn
 from agentmesh_client.events import CompletionEvent, completion_event_of
 from agentmesh_client.options import PRIORITIES, Priority, Sampling, tool_choice
@@ -153,20 +154,39 @@ class AgentClient:
         max_tool_rounds: int = 0,
         timeout_s: float | None = None,
         turn_id: str = "",
+        client_tools: Sequence[common_pb2.ToolSpec] = (),
+        tool_handler: ToolHandler | None = None,
+        only_client_tools: bool = False,
+        end_at_client_calls: bool = False,
+        history: Sequence[tuple[str, str]] = (),
+        prior_tool_calls: Sequence[agent_pb2.PriorToolCall] = (),
+        max_calls_per_round: int = 0,
     ) -> Turn:
         """A turn of ``conversation`` with every StartTurn option: ``tools`` is auto, none, required or a
-        tool's name; ``timeout_s`` is the turn's own time limit (it ends ``aborted``, the stream lives on)."""
+        tool's name; ``timeout_s`` is the turn's own time limit (it ends ``aborted``, the stream lives on).
+
+        ``client_tools`` (``client_tool(...)``) are run by the caller: by ``tool_handler`` as their calls
+        arrive, or answered with ``Turn.submit_tool_results``; ``end_at_client_calls`` ends the turn at them
+        instead (``tool_calls``), for a caller that sends their results with its next turn as
+        ``prior_tool_calls``; ``history`` holds the (user, answer) turns of a conversation the caller keeps.
+        """
         start = agent_pb2.StartTurn(
             tool_choice=tool_choice(tools),
             priority=PRIORITIES[priority],
             system_prompt=system_prompt,
             max_tool_rounds=max_tool_rounds,
+            client_tools=client_tools,
+            only_client_tools=only_client_tools,
+            end_at_client_calls=end_at_client_calls,
+            history=[agent_pb2.HistoryTurn(user_message=u, answer=a) for u, a in history],
+            prior_tool_calls=prior_tool_calls,
+            max_calls_per_round=max_calls_per_round,
         )
         if sampling is not None:
             start.sampling.CopyFrom(sampling.to_proto())
         if timeout_s is not None:
             start.timeout.CopyFrom(duration(timeout_s))
-        return conversation.turn(message, start=start, turn_id=turn_id)
+        return conversation.turn(message, start=start, turn_id=turn_id, tool_handler=tool_handler)
 
     # -- unary ---------------------------------------------------------------
 

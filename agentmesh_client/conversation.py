@@ -16,6 +16,8 @@ stream ready for the next.
   early cancels the turn and drains it to its end; a consumer task that is itself cancelled takes the call
   down with it, and the next turn opens a new stream on the same session.
 - A failure that ends the stream (UNAUTHENTICATED, a server shutdown) raises the taxonomy's exception.
+- A turn with client tools yields ``ClientToolCalls`` and waits for their results: sent by its
+  ``tool_handler`` as the event arrives, or by the caller with ``submit_tool_results``.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ import grpc
 import grpc.aio
 
 from agentmesh.agent.v1 import agent_pb2
-from agentmesh_client.events import TextDelta, TurnCompleted, TurnEvent, TurnStarted, turn_event_of
+from agentmesh_client.client_tools import ClientToolResult, ToolHandler, run_calls
+from agentmesh_client.events import ClientToolCalls, TextDelta, TurnCompleted, TurnEvent, TurnStarted, turn_event_of
 from agentmesh_client.retry import RetryPolicy, error_of_call
 from services.runtime.deadline import Deadline
-from services.runtime.errors import AgentMeshError, ResourceExhausted, Unavailable
+from services.runtime.errors import AgentMeshError, FailedPrecondition, ResourceExhausted, Unavailable
 
 ConverseCall = grpc.aio.StreamStreamCall[agent_pb2.ConverseRequest, agent_pb2.ConverseResponse]
 OpenCall = Callable[[float | None], ConverseCall]
@@ -74,14 +77,16 @@ class Conversation:
         *,
         start: agent_pb2.StartTurn | None = None,
         turn_id: str = "",
+        tool_handler: ToolHandler | None = None,
     ) -> Turn:
-        """A turn saying ``message``; ``start`` carries the other StartTurn fields (see ``AgentClient.turn``)."""
+        """A turn saying ``message``; ``start`` carries the other StartTurn fields (see ``AgentClient.turn``);
+        ``tool_handler`` runs the calls of its client tools (``client_tools.py``)."""
         request = agent_pb2.StartTurn()
         if start is not None:
             request.CopyFrom(start)
         request.message = message
         request.turn_id = turn_id or request.turn_id or uuid.uuid4().hex
-        return Turn(self, request)
+        return Turn(self, request, tool_handler)
 
     async def close(self) -> None:
         """End the stream politely (half-close), cancelling it if the server does not finish promptly."""
@@ -132,9 +137,13 @@ class TurnResult:
 class Turn:
     """One turn's events, as an async iterator (see module docstring)."""
 
-    def __init__(self, conversation: Conversation, start: agent_pb2.StartTurn) -> None:
+    def __init__(
+        self, conversation: Conversation, start: agent_pb2.StartTurn, tool_handler: ToolHandler | None = None
+    ) -> None:
         self._conversation = conversation
         self.start = start
+        self._handler = tool_handler
+        self._handling: set[asyncio.Task[None]] = set()
         self.finished = False
         #: The turn's TurnCompleted, once it has been yielded.
         self.completed: TurnCompleted | None = None
@@ -170,6 +179,21 @@ class Turn:
                 await self._call.write(
                     agent_pb2.ConverseRequest(cancel_turn=agent_pb2.CancelTurn(turn_id=self.turn_id))
                 )
+
+    async def submit_tool_results(self, results: Sequence[ClientToolResult]) -> None:
+        """Send the results of client tool calls this turn is waiting for (``ClientToolCalls``)."""
+        if self._call is None or self._call.done() or self.finished:
+            raise FailedPrecondition("the turn is not running; results can only go to a turn that waits for them")
+        request = agent_pb2.SubmitToolResults(turn_id=self.turn_id, results=[r.to_proto() for r in results])
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):  # the read reports why
+            await self._call.write(agent_pb2.ConverseRequest(tool_results=request))
+
+    async def _handle(self, calls: ClientToolCalls) -> None:
+        """Run ``calls`` through the turn's handler and send the results back."""
+        assert self._handler is not None
+        results = await run_calls(self._handler, calls.calls)
+        if not self.finished:
+            await self.submit_tool_results(results)
 
     async def aclose(self) -> None:
         """Stop early: cancel the turn and read it to its end, so the stream can carry the next one."""
@@ -221,6 +245,10 @@ class Turn:
                         await asyncio.sleep(wait)
                         attempt += 1
                         break
+                    if isinstance(event, ClientToolCalls) and self._handler is not None:
+                        task = asyncio.create_task(self._handle(event))
+                        self._handling.add(task)
+                        task.add_done_callback(self._handling.discard)
                     if event is not None and not isinstance(event, TurnCompleted):
                         yield event
         except BaseException:
@@ -229,6 +257,8 @@ class Turn:
             raise
         finally:
             self.finished = True
+            for task in list(self._handling):
+                task.cancel()
 
     def _retry_delay(self, error: AgentMeshError, attempt: int) -> float | None:
         conversation = self._conversation

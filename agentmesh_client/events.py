@@ -1,7 +1,8 @@
 """Typed events of AgentService streams, and the one place they are decoded from the protos.
 
 A Converse turn yields ``TurnStarted`` → ``ToolCallStarted``/``ToolCallProgress``/``ToolCallFinished``/``TextDelta``
-(any order the agent produces them; a call's progress between its start and its finish) → ``TurnCompleted``;
+(any order the agent produces them; a call's progress between its start and its finish; ``ClientToolCalls`` when
+the plan calls the client's own tools, after their ToolCallStarted) → ``TurnCompleted``;
 ``Draining`` may arrive at any time. A Complete stream yields
 ``CompletionStarted`` → ``TextDelta``… → ``CompletionFinished``. Plain frozen dataclasses rather than the protos,
 so callers match on types (``match event: case TextDelta(text=t)``) and never test oneof names.
@@ -68,16 +69,40 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class ToolCallStarted:
-    """The agent called a server-side tool."""
+    """The agent called a tool: a server-side one, or (``client_side``) one of the turn's client tools."""
 
     call_id: str
     tool_name: str
     arguments_json: str
     round: int
+    client_side: bool = False
 
     @property
     def arguments(self) -> Any:
         return json.loads(self.arguments_json) if self.arguments_json else {}
+
+
+@dataclass(frozen=True)
+class ClientToolCall:
+    """One call of a client tool, for the client to run and answer by ``call_id``."""
+
+    call_id: str
+    tool_name: str
+    arguments_json: str
+
+    @property
+    def arguments(self) -> Any:
+        return json.loads(self.arguments_json) if self.arguments_json else {}
+
+
+@dataclass(frozen=True)
+class ClientToolCalls:
+    """The turn calls client tools and waits (up to ``wait_s``) for their results, unless it ends at them."""
+
+    turn_id: str
+    round: int
+    calls: tuple[ClientToolCall, ...]
+    wait_s: float
 
 
 @dataclass(frozen=True)
@@ -108,7 +133,8 @@ class ToolCallFinished:
 class TurnCompleted:
     """The last event of every turn. ``error`` is set when the turn was rejected or failed (not when cancelled).
 
-    ``finish_reason``: ``stop``, ``length``, ``aborted`` (cancelled or timed out) or ``error``.
+    ``finish_reason``: ``stop``, ``length``, ``aborted`` (cancelled or timed out), ``error``, or ``tool_calls``
+    (the turn ended at client tool calls: ``end_at_client_calls``).
     """
 
     turn_id: str
@@ -149,7 +175,16 @@ class CompletionFinished:
     cached: bool
 
 
-TurnEvent = TurnStarted | TextDelta | ToolCallStarted | ToolCallProgress | ToolCallFinished | TurnCompleted | Draining
+TurnEvent = (
+    TurnStarted
+    | TextDelta
+    | ToolCallStarted
+    | ToolCallProgress
+    | ToolCallFinished
+    | ClientToolCalls
+    | TurnCompleted
+    | Draining
+)
 CompletionEvent = CompletionStarted | TextDelta | CompletionFinished
 
 
@@ -167,7 +202,11 @@ def turn_event_of(message: agent_pb2.ConverseResponse) -> TurnEvent | None:
         return TextDelta(message.text_delta.text, message.text_delta.turn_id)
     if kind == "tool_call_started":
         s = message.tool_call_started
-        return ToolCallStarted(s.call_id, s.tool_name, s.arguments_json, s.round)
+        return ToolCallStarted(s.call_id, s.tool_name, s.arguments_json, s.round, s.client_side)
+    if kind == "client_tool_calls":
+        handed = message.client_tool_calls
+        calls = tuple(ClientToolCall(x.call_id, x.tool_name, x.arguments_json) for x in handed.calls)
+        return ClientToolCalls(handed.turn_id, handed.round, calls, _seconds(handed.wait))
     if kind == "tool_call_progress":
         p = message.tool_call_progress
         return ToolCallProgress(p.call_id, p.tool_name, p.progress, p.total if p.HasField("total") else None, p.message)

@@ -71,7 +71,7 @@ def raw(data: bytes) -> bytes:
 
 
 def encode(request: agent_pb2.ConverseRequest) -> bytes:
-    """The request serializer, typed for the request (the relay writes only StartTurn and CancelTurn)."""
+    """The request serializer, typed for the request (the relay writes StartTurn, CancelTurn and SubmitToolResults)."""
     return request.SerializeToString()
 
 
@@ -157,6 +157,11 @@ class ConverseRelay:
             await self._downstream.write(request)
 
     async def cancel_turn(self, request: agent_pb2.ConverseRequest) -> None:
+        if self._downstream is not None:
+            await self._downstream.write(request)
+
+    async def submit_tool_results(self, request: agent_pb2.ConverseRequest) -> None:
+        """Client tool results go to the router as they are, like a CancelTurn (the turn waiting there reads them)."""
         if self._downstream is not None:
             await self._downstream.write(request)
 

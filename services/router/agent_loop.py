@@ -43,16 +43,18 @@ from opentelemetry import trace
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.answer import Answerer
-from services.router.convert import TOOL_CHOICE_MODES, accepted, completed, replay, usage_counts
+from services.router.client_tools import ClientCalls, prior_results, turn_tools
+from services.router.convert import TOOL_CHOICE_MODES, accepted, completed, record_result, replay, usage_counts
 from services.router.generation import GenerationDone, Generator
 from services.router.metrics import RouterMetrics
 from services.router.planners import Planners
 from services.router.planning import PlanInput, Planner
+from services.router.planning.inputs import PlannedCall
 from services.router.prompt import DEFAULT_SYSTEM_PROMPT, PastTurn, history_cut, render_history, results_text
-from services.router.session_records import TurnRecord
+from services.router.session_records import ToolRecord, TurnRecord
 from services.router.sessions import Session, SessionStore
-from services.router.tool_lists import ToolLists
-from services.router.tool_round import ToolResults, ToolRound
+from services.router.tool_lists import ToolList, ToolLists
+from services.router.tool_round import ClientTools, ToolResults, ToolRound
 from services.router.tools_link import ToolsLink
 from services.router.turn_progress import TurnProgress
 from services.runtime.errors import AlreadyExists, NotFound, Unavailable
@@ -82,6 +84,8 @@ class LoopSettings:
     #: repetition_penalty of an answer without tool results, unless the turn sets one (1: none).
     answer_repetition_penalty: float = 1.0
     tool_timeout_s: float = 10.0
+    #: How long a turn waits for its client tool calls' results (the turn's deadline may cut it shorter).
+    client_tool_wait_s: float = 120.0
     #: Open the answer with the tools' own summaries of their results.
     answer_opening: bool = True
 
@@ -183,7 +187,8 @@ class AgentLoop:
         start = req.start
         s = self._settings
         record = TurnRecord(turn_id=progress.turn_id, user_message=start.message)
-        past = [PastTurn(t.user_message, t.answer) for t in session.turns]
+        past = [PastTurn(h.user_message, h.answer) for h in start.history]  # a client-kept conversation's
+        past += [PastTurn(t.user_message, t.answer) for t in session.turns]
         cut = history_cut(
             past, s.history_budget_tokens, first=session.first_turn, omitted=session.omitted, keep=s.history_keep
         )
@@ -193,6 +198,10 @@ class AgentLoop:
         async with contextlib.aclosing(self._use_tools(req, session, progress, record, tools)) as events:
             async for event in events:
                 yield event
+        if progress.ended_at_client_calls:  # the client runs them and answers in its next turn
+            await self._record(session, record, progress, common_pb2.FINISH_REASON_TOOL_CALLS)
+            yield completed(progress, common_pb2.FINISH_REASON_TOOL_CALLS)
+            return
         done: GenerationDone | None = None
         answer = self._answerer.stream(
             start,
@@ -209,7 +218,7 @@ class AgentLoop:
                     yield piece
         if done is None:  # the answer always ends with done; a bug otherwise
             raise RuntimeError("answer ended without a result")
-        await self._record(session, record, progress, done)
+        await self._record(session, record, progress, done.finish_reason)
         yield completed(progress, done.finish_reason, cached=done.cached)
 
     async def _use_tools(
@@ -221,50 +230,85 @@ class AgentLoop:
         p = progress
         mode = TOOL_CHOICE_MODES.get(start.tool_choice.mode, "auto")
         p.method = agent_pb2.TOOL_SELECTION_SKIPPED
+        if start.prior_tool_calls:  # the client ran this message's calls already: their results are in
+            self._take_prior(start, record, out)
         if mode == "none":
             return
-        specs, planner = await self.tools_for(req.tenant)
-        if not specs:
+        mesh = await self._lists.get(req.tenant)
+        offered = turn_tools(mesh, start)
+        client: ClientTools | None = None
+        if start.client_tools:
+            p.client_calls = ClientCalls(p.turn_id, self._settings.client_tool_wait_s)
+            names = frozenset(t.name for t in start.client_tools)
+            client = ClientTools(names, p.client_calls, end_at=start.end_at_client_calls)
+        if start.prior_tool_calls:  # plan only the mesh's tools now, if the turn offers any
+            offered = ToolList([], "") if start.only_client_tools else mesh
+        if not offered.specs:
             return
+        specs, planner = offered.specs, await self._planners.for_list(offered)
         last = session.turns[-1] if session.turns else None
+        told = start.history[-1] if start.history and last is None else None
         turn = PlanInput(
             message=start.message,
             mode=mode,
             named_tool=start.tool_choice.tool_name,
             priority=start.priority,
-            previous_message=last.user_message if last else "",
-            previous_answer=last.answer if last else "",
+            previous_message=last.user_message if last else told.user_message if told else "",
+            previous_answer=last.answer if last else told.answer if told else "",
             previous_calls=last.successful_calls() if last else (),
             previous_result=last.single_result() if last else "",
         )
         t0 = time.perf_counter()
         plan = await planner.plan(specs, turn, p.counters)
         p.method = plan.method
-        calls = plan.calls
+        calls = self._per_round(plan.calls, start)
         p.planning_s += time.perf_counter() - t0
         done_calls: set[tuple[str, str]] = set()
         max_rounds = start.max_tool_rounds or self._settings.default_max_tool_rounds
         while calls and p.rounds < max_rounds:
             p.rounds += 1
             t0 = time.perf_counter()
-            async with contextlib.aclosing(self._round.run(calls, p.rounds, record, out)) as events:
+            async with contextlib.aclosing(self._round.run(calls, p.rounds, record, out, client)) as events:
                 async for event in events:
                     yield event
             p.tools_s += time.perf_counter() - t0
             done_calls |= {(c.name, c.arguments_json) for c in calls}
+            if client is not None and client.end_at and any(c.name in client.names for c in calls):
+                p.ended_at_client_calls = True
+                return
             if not planner.replans or p.rounds >= max_rounds:
                 break
             t0 = time.perf_counter()
             calls = await planner.replan(specs, turn, results_text(out.results, out.arguments), p.counters)
-            calls = [c for c in calls if (c.name, c.arguments_json) not in done_calls]
+            calls = self._per_round([c for c in calls if (c.name, c.arguments_json) not in done_calls], start)
             p.planning_s += time.perf_counter() - t0
 
-    async def _record(self, session: Session, record: TurnRecord, p: TurnProgress, done: GenerationDone) -> None:
-        """Append the answered turn to the session log and count it."""
+    @staticmethod
+    def _per_round(calls: list[PlannedCall], start: agent_pb2.StartTurn) -> list[PlannedCall]:
+        """The calls one round makes: with prior client results, only the mesh's; at most max_calls_per_round."""
+        if start.prior_tool_calls:
+            client = {t.name for t in start.client_tools}
+            calls = [c for c in calls if c.name not in client]
+        return calls[: start.max_calls_per_round] if start.max_calls_per_round else calls
+
+    @staticmethod
+    def _take_prior(start: agent_pb2.StartTurn, record: TurnRecord, out: ToolResults) -> None:
+        """The client's calls already made for this message, into the turn's record and results."""
+        for result, prior in zip(prior_results(start), start.prior_tool_calls, strict=True):
+            call = ToolRecord(prior.call_id, prior.tool_name, prior.arguments_json or "{}", client_side=True)
+            record_result(call, result)
+            record.tool_calls.append(call)
+            out.results.append(result)
+            out.arguments[prior.call_id] = call.arguments_json
+
+    async def _record(
+        self, session: Session, record: TurnRecord, p: TurnProgress, finish_reason: common_pb2.FinishReason.ValueType
+    ) -> None:
+        """Append the answered turn (or one that ended at client calls) to the session log and count it."""
         total = time.perf_counter() - p.started
         record.answer = "".join(p.answer_text)
         record.usage = usage_counts(p.counters.usage)
-        record.finish_reason = done.finish_reason
+        record.finish_reason = finish_reason
         record.completed_at = time.time()
         await self._sessions.append_turn(session, record)
         if self._metrics is not None:

@@ -131,6 +131,7 @@ def build_router(
             answer_max_tokens=config.answer_max_tokens,
             answer_repetition_penalty=config.answer_repetition_penalty,
             tool_timeout_s=config.tool_timeout_s,
+            client_tool_wait_s=config.client_tool_wait_s,
             answer_opening=config.answer_opening,
         ),
         metrics=router_metrics,
@@ -142,6 +143,7 @@ def build_router(
         sessions,
         max_output_tokens=config.max_output_tokens,
         repetition_penalty=config.answer_repetition_penalty,
+        max_client_tools=config.max_client_tools,
     )
     relay = RelayServicer(servicer.complete_events, metrics=metrics, tracer_provider=tracer_provider)
     return Router(servicer, replicas, tools, generator, loop, router_metrics, relay, lists, embedder)

@@ -59,6 +59,12 @@ class RouterConfig(RedisConfig):
         600.0, "seconds a deterministic response stays cached (0 disables)", check=non_negative
     )
     tool_timeout_s: float = opt(10.0, "time allowed for one tool call (retries included)", check=positive)
+    client_tool_wait_s: float = opt(
+        120.0,
+        "how long a turn waits for the results of its client tool calls (capped by the turn's deadline)",
+        check=positive,
+    )
+    max_client_tools: int = opt(128, "most client tools one turn may bring", check=positive)
     model_id: str = opt("SmolLM2-135M-Instruct", "model name, part of the response-cache key")
     stream_flush_ms: float = opt(
         100.0,

@@ -5,7 +5,9 @@ which keeps reading while a turn runs in its own task, so a CancelTurn (or the
 client going away) reaches it; this file is the router's side of it. How a turn ends decides its last
 event, and the stream stays open after every one of them:
 
-- answered: the agent loop's TurnCompleted (STOP or LENGTH);
+- answered: the agent loop's TurnCompleted (STOP or LENGTH), or TOOL_CALLS for a
+  turn that ends at its client tool calls (the results of those it waits for
+  arrive as SubmitToolResults, handed to the turn's mailbox);
 - CancelTurn: the task is cancelled (the generation is aborted on its replica,
   tool calls in flight are cancelled), then TurnCompleted ABORTED with the
   usage so far;
@@ -89,6 +91,15 @@ class ConverseStream:
             self._turn.cancel()
             await asyncio.wait({self._turn})
             await self._end(self._turn)
+
+    async def submit_tool_results(self, request: agent_pb2.ConverseRequest) -> None:
+        """Hand the results to the running turn's mailbox; results for another turn, or none waiting, are dropped."""
+        wanted = request.tool_results.turn_id
+        mailbox = self._progress.client_calls
+        if self._turn is None or mailbox is None or (wanted and wanted != self._progress.turn_id):
+            log.info("client tool results for turn %r with no such turn waiting; dropped", wanted)
+            return
+        mailbox.deliver(request.tool_results)
 
     async def half_closed(self) -> None:
         if self._turn is not None:

@@ -74,7 +74,11 @@ def accepted(session_id: str, turn_id: str, request_id: str, trace_id: str) -> a
 def started_event(call: ToolRecord, round_no: int) -> agent_pb2.ConverseResponse:
     return agent_pb2.ConverseResponse(
         tool_call_started=agent_pb2.ToolCallStarted(
-            call_id=call.call_id, tool_name=call.tool_name, arguments_json=call.arguments_json, round=round_no
+            call_id=call.call_id,
+            tool_name=call.tool_name,
+            arguments_json=call.arguments_json,
+            round=round_no,
+            client_side=call.client_side,
         )
     )
 
@@ -129,10 +133,17 @@ def completed(
 
 
 def replay(turn: TurnRecord) -> Iterator[agent_pb2.ConverseResponse]:
-    """A recorded turn's events again (a retried turn id), from the session log."""
+    """A recorded turn's events again (a retried turn id), from the session log; a turn that ended at client
+    calls hands them out again."""
+    handed = agent_pb2.ClientToolCalls(turn_id=turn.turn_id, round=1)
     for call in turn.tool_calls:
         yield started_event(call, 1)
-        yield finished_event(call)
+        if call.client_side and not call.status:
+            handed.calls.add(call_id=call.call_id, tool_name=call.tool_name, arguments_json=call.arguments_json)
+        else:
+            yield finished_event(call)
+    if handed.calls:
+        yield agent_pb2.ConverseResponse(client_tool_calls=handed)
     if turn.answer:
         yield text_delta(turn.turn_id, turn.answer)
     yield agent_pb2.ConverseResponse(

@@ -23,6 +23,7 @@ from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from services.router.agent_loop import AgentLoop
 from services.router.answer import default_repetition_penalty
+from services.router.client_tools import check_client_tools
 from services.router.converse import ConverseStream
 from services.router.convert import TOOL_CHOICE_MODES, session_message
 from services.router.generation import GenerationSpec, Generator
@@ -83,8 +84,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         *,
         max_output_tokens: int = 1024,
         repetition_penalty: float = 1.0,
+        max_client_tools: int = 128,
     ) -> None:
         self._loop = loop
+        self._max_client_tools = max_client_tools
         self._generator = generator
         self._sessions = sessions
         self._max_output_tokens = max_output_tokens
@@ -117,8 +120,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 bad.append(FieldViolation("start_turn.session_id", rule))
         if start.tool_choice.mode not in TOOL_CHOICE_MODES:
             bad.append(FieldViolation("start_turn.tool_choice.mode", "unknown mode"))
+        mesh_names = {t.name for t in await self._loop.tool_specs(tenant)}
+        bad += check_client_tools(start, mesh_names, self._max_client_tools)
         if start.tool_choice.mode == agent_pb2.TOOL_CHOICE_MODE_NAMED:
-            names = {t.name for t in await self._loop.tool_specs(tenant)}
+            names = {t.name for t in start.client_tools} | (set() if start.only_client_tools else mesh_names)
             if start.tool_choice.tool_name not in names:
                 bad.append(FieldViolation("start_turn.tool_choice.tool_name", f"must be one of {sorted(names)}"))
         if start.max_tool_rounds > 8:

@@ -30,6 +30,8 @@ class ToolRecord:
     error_message: str = ""
     latency_s: float = 0.0
     cached: bool = False
+    #: A call of one of the turn's client tools (the client ran it, or was handed it).
+    client_side: bool = False
 
 
 @dataclass
@@ -84,15 +86,16 @@ class TurnRecord:
                 }
             )
         for t in self.tool_calls:
-            out.append(
-                {
-                    "type": "tool_call",
-                    "turn_id": self.turn_id,
-                    "call_id": t.call_id,
-                    "name": t.tool_name,
-                    "arguments": t.arguments_json,
-                }
-            )
+            call: dict[str, Any] = {
+                "type": "tool_call",
+                "turn_id": self.turn_id,
+                "call_id": t.call_id,
+                "name": t.tool_name,
+                "arguments": t.arguments_json,
+            }
+            if t.client_side:
+                call["client"] = True
+            out.append(call)
             out.append(
                 {
                     "type": "tool_result",
@@ -135,7 +138,7 @@ def fold(events: list[dict[str, Any]]) -> list[TurnRecord]:
         if turn is None:
             continue
         if kind == "tool_call":
-            record = ToolRecord(e["call_id"], e["name"], e["arguments"])
+            record = ToolRecord(e["call_id"], e["name"], e["arguments"], client_side=bool(e.get("client", False)))
             calls[(tid, e["call_id"])] = record
             turn.tool_calls.append(record)
         elif kind == "tool_result" and (tid, e["call_id"]) in calls:

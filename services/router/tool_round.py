@@ -9,6 +9,13 @@ result); each result is also written to the turn's
 record and to its ``ToolResults`` (what the answer and a replan read). A failed
 tool is a result like any other (the model reads the failure); cancelling the
 round cancels every call still running.
+
+A call of one of the turn's client tools (``client_tools.py``) is not sent to
+the executor: after every ToolCallStarted, one ClientToolCalls hands those calls
+to the client, and each waits in the turn's mailbox for its result, which then
+finishes like a server call's; with ``end_at`` the round hands them out and
+waits only for its server calls (the turn ends there). Their metrics are
+labelled ``(client)``: client tool names are the client's strings, unbounded.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from opentelemetry import trace
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
+from services.router.client_tools import ClientCalls
 from services.router.convert import finished_event, progress_event, record_result, started_event
 from services.router.metrics import RouterMetrics
 from services.router.planning.inputs import PlannedCall
@@ -38,6 +46,19 @@ class ToolResults:
 
     results: list[tools_pb2.ToolResult] = field(default_factory=list)
     arguments: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClientTools:
+    """A turn's client tools for its rounds: their names, the mailbox, and whether the turn ends at them."""
+
+    names: frozenset[str]
+    calls: ClientCalls
+    end_at: bool = False
+
+
+#: The tool label of client calls' metrics.
+CLIENT_TOOL_LABEL = "(client)"
 
 
 @dataclass
@@ -75,23 +96,37 @@ class ToolRound:
         self._tracer = tracer or trace.get_tracer("agentmesh.router")
 
     async def run(
-        self, calls: Sequence[PlannedCall], round_no: int, record: TurnRecord, out: ToolResults
+        self,
+        calls: Sequence[PlannedCall],
+        round_no: int,
+        record: TurnRecord,
+        out: ToolResults,
+        client: ClientTools | None = None,
     ) -> AsyncGenerator[agent_pb2.ConverseResponse, None]:
         """Round ``round_no`` of ``record``'s turn: its events; results into ``record`` and ``out``."""
         results, arguments = out.results, out.arguments
         timeout = Deadline.current().timeout(cap=self._timeout_s)
         tasks: list[asyncio.Task[tools_pb2.ToolResult]] = []
+        handed: list[tools_pb2.ToolCall] = []
         progress = _Progress()
         for i, call in enumerate(calls):
             call_id = f"{record.turn_id[:12]}-{round_no}-{i}"
             arguments[call_id] = call.arguments_json
-            call_record = ToolRecord(call_id, call.name, call.arguments_json)
+            client_side = client is not None and call.name in client.names
+            call_record = ToolRecord(call_id, call.name, call.arguments_json, client_side=client_side)
             record.tool_calls.append(call_record)
             yield started_event(call_record, round_no)
             tool_call = tools_pb2.ToolCall(call_id=call_id, tool_name=call.name, arguments_json=call.arguments_json)
+            if client_side:
+                handed.append(tool_call)
+                continue
             if timeout is not None:
                 tool_call.timeout.FromNanoseconds(int(timeout * 1e9))
             tasks.append(asyncio.create_task(self._traced_call(tool_call, progress.heard)))
+        if client is not None and handed:
+            yield client.calls.handed_out(round_no, handed)
+            if not client.end_at:
+                tasks += [asyncio.create_task(client.calls.result(c)) for c in handed]
         try:
             running = set(tasks)
             while running:
@@ -113,9 +148,8 @@ class ToolRound:
                     rec = next(r for r in record.tool_calls if r.call_id == result.call_id)
                     record_result(rec, result)
                     if self._metrics is not None:
-                        self._metrics.tool_calls.labels(
-                            result.tool_name, common_pb2.ToolCallStatus.Name(result.status)
-                        ).inc()
+                        label = CLIENT_TOOL_LABEL if rec.client_side else result.tool_name
+                        self._metrics.tool_calls.labels(label, common_pb2.ToolCallStatus.Name(result.status)).inc()
                     yield finished_event(rec, result.latency)
         finally:
             for task in tasks:

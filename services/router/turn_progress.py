@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
+from services.router.client_tools import ClientCalls
 from services.router.generation import GenerationDone
 from services.router.metrics import RouterMetrics
 from services.router.prompt import Message, estimate_tokens
@@ -59,6 +60,10 @@ class TurnProgress:
     answer_text: list[str] = field(default_factory=list)
     #: Set once the turn's TurnCompleted is on its way to the client: it is never sent twice.
     completed: bool = False
+    #: The turn's mailbox for its client tools' results (None: the turn brought no client tools).
+    client_calls: ClientCalls | None = None
+    #: The plan called client tools and the turn ends there (StartTurn.end_at_client_calls).
+    ended_at_client_calls: bool = False
 
     def usage_so_far(self) -> common_pb2.Usage:
         usage = common_pb2.Usage()

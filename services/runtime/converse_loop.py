@@ -5,6 +5,7 @@ does with them. Out: nothing; the side sends its own events. The loop keeps
 reading while the side's work runs (the router's turn, the gateway's relay of
 the router's events), so a CancelTurn, or the client going away, reaches that
 work at once instead of after it. It dispatches StartTurn and CancelTurn,
+hands SubmitToolResults on (the client's tool results for a waiting turn),
 tells the side when its work ends, and ends cleanly on half-close (the side
 finishes what runs: every turn still ends with its TurnCompleted) or on
 cancellation or error (the side stops what runs; nobody is left to tell).
@@ -60,6 +61,9 @@ class ConverseSide(Protocol):
     async def cancel_turn(self, request: agent_pb2.ConverseRequest) -> None:
         """A CancelTurn arrived."""
 
+    async def submit_tool_results(self, request: agent_pb2.ConverseRequest) -> None:
+        """Results of client tool calls arrived (SubmitToolResults) for the turn that waits for them."""
+
     async def half_closed(self) -> None:
         """The client sent its last request: finish what runs, then the stream ends."""
 
@@ -94,6 +98,8 @@ async def read_converse(requests: AsyncIterable[agent_pb2.ConverseRequest], side
                 await side.start_turn(request)
             elif action == "cancel_turn":
                 await side.cancel_turn(request)
+            elif action == "tool_results":
+                await side.submit_tool_results(request)
     finally:
         next_request.cancel()
         await side.close(clean=clean)

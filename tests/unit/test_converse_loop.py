@@ -65,6 +65,9 @@ class Side:
         if self.work is not None:
             self.work.cancel()
 
+    async def submit_tool_results(self, request: agent_pb2.ConverseRequest) -> None:
+        await self.note(f"results:{request.tool_results.turn_id}")
+
     async def half_closed(self) -> None:
         await self.note("half_closed")
 
