@@ -32,8 +32,8 @@ import uvloop
 from agentmesh.agent.v1 import agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, SPLITS, Case, CaseError, load_cases
-from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
-from evals.generality import BARE, GENERALITY_ABOUT, bare_section, without_catalog
+from evals.catalog import GENERALITY_DIR, catalog_specs, catalog_tools, load_catalog
+from evals.generality import BARE, CLIENT, GENERALITY_ABOUT, bare_section, client_section, without_catalog
 from evals.report import CHAT_BEGIN, CHAT_END, RunInfo, render_markdown
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, EVAL_TENANT, run_eval
 from evals.summary import Report
@@ -320,6 +320,8 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                 report = await _suite(redis, inference, args, general, tools, "", progress, short)
                 bare_args = replace(args, modes=("embedding",))
                 bare = await _suite(redis, inference, bare_args, without_catalog(general), (), BARE, progress, short)
+                specs = catalog_specs(catalog)
+                client = await _suite(redis, inference, bare_args, general, (), CLIENT, progress, short, specs)
                 documents.append(
                     render_markdown(
                         report,
@@ -330,6 +332,8 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                     )
                     + "\n"
                     + bare_section(bare, general, show_heldout=args.show_heldout)
+                    + "\n"
+                    + client_section(report, client)
                 )
                 print(_headline(report))
         args.out.write_text(_with_kept_sections("\n".join(documents), args.out), encoding="utf-8")
@@ -360,13 +364,20 @@ async def _suite(  # noqa: PLR0917 - one caller
     label: str,
     progress: Any,
     sampling: common_pb2.SamplingParams | None,
+    client_tools: Sequence[common_pb2.ToolSpec] = (),
 ) -> Report:
-    """One suite's cases through a fresh mesh (its own tool executor and routers) on the shared engine."""
+    """One suite's cases through a fresh mesh (its own tool executor and routers) on the shared engine;
+    ``client_tools`` brought by every turn (run by the eval's client)."""
     mesh = await start_eval_mesh(redis, inference, args.modes, extra_tools, label)
     try:
         print(f"evals: {len(cases)} cases × {len(mesh.stubs)} modes, one turn at a time", file=sys.stderr)
         return await run_eval(
-            cases, mesh.stubs, turn_timeout_s=args.turn_timeout_s, progress=progress, sampling=sampling
+            cases,
+            mesh.stubs,
+            turn_timeout_s=args.turn_timeout_s,
+            progress=progress,
+            sampling=sampling,
+            client_tools=client_tools,
         )
     finally:
         await mesh.close()

@@ -6,6 +6,8 @@ misses, no ``x-agentmesh-*`` hints. ``catalog_tools`` makes each one a tool
 the executor serves beside the built-ins; a call is *recorded*, not
 performed (the eval measures planning: which tool, which arguments), and
 answers with its own arguments so the answer step has a result to read.
+``catalog_specs`` is the same catalog as client tools, run by the eval's
+client with the same recorded answers (the ``client tools`` run).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentmesh.common.v1 import common_pb2
+from agentmesh_client import client_tool
 from services.tools.registry import ToolDefinition, ToolFn
 
 GENERALITY_DIR = Path(__file__).resolve().parent / "generality"
@@ -35,11 +39,21 @@ def load_catalog(path: Path = CATALOG_FILE) -> dict[str, dict[str, Any]]:
     return out
 
 
+def recorded_output(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """What a catalog call answers, served by the mesh or run by the client: its own arguments, recorded."""
+    return {"status": "ok", "tool": name, "request": args}
+
+
 def _recorder(name: str) -> ToolFn:
     async def recorded(args: dict[str, Any]) -> dict[str, Any]:
-        return {"status": "ok", "tool": name, "request": args}
+        return recorded_output(name, args)
 
     return recorded
+
+
+def catalog_specs(catalog: Mapping[str, Mapping[str, Any]]) -> list[common_pb2.ToolSpec]:
+    """The catalog as a client brings it (StartTurn.client_tools): a name, a description and a schema."""
+    return [client_tool(name, str(tool["description"]), dict(tool["parameters"])) for name, tool in catalog.items()]
 
 
 def catalog_tools(catalog: Mapping[str, Mapping[str, Any]]) -> list[ToolDefinition]:

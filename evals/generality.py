@@ -21,6 +21,8 @@ from evals.summary import Ratio, Report
 
 #: The label of the run without the catalog.
 BARE = ", no catalog"
+#: The label of the run with the catalog brought by the client (StartTurn.client_tools), not served by the mesh.
+CLIENT = ", client tools"
 BUILTINS = frozenset(ARG_FIELDS)
 
 GENERALITY_ABOUT = (
@@ -109,6 +111,23 @@ def bare_section(bare: Report, original: Sequence[Case], *, show_heldout: bool =
             listed.append(f"- {split} **{r.case_id}** turn {r.turn_index}: {calls}")
     if listed:
         lines += ["", "Built-in calls on catalog prompts:", "", *listed]
+    return "\n".join(lines) + "\n"
+
+
+def client_section(served: Report, client: Report) -> str:
+    """The catalog brought as client tools against the same catalog served by the mesh (mode ``embedding``)."""
+    lines = ["## The same catalog brought by the client", ""]
+    lines.append(
+        "Mode `embedding` again, on a tool executor with the built-ins only; every turn brings the catalog as "
+        "`StartTurn.client_tools` (what the OpenAI edge sends for a request's `tools`) and the eval's client "
+        "runs the calls it is handed, answering as the mesh's recorder does. Same planner, same cases."
+    )
+    lines += ["", "| split | tool choice, served | tool choice, client | arguments, served | arguments, client |"]
+    lines.append("|---|---|---|---|---|")
+    mode = "embedding"
+    for split in client.splits:
+        a, b = served.summary(mode, split), client.summary(client.modes[0], split)
+        lines.append(f"| {split} | {a.tool_choice} | {b.tool_choice} | {a.arguments} | {b.arguments} |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +16,7 @@ import grpc.aio
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from evals.cases import Case
+from evals.catalog import recorded_output
 from evals.records import ToolCall, TurnRecord
 from evals.scoring import score_turn
 from evals.summary import Report
@@ -42,9 +44,15 @@ def selection_name(value: agent_pb2.ToolSelection.ValueType) -> str:
 
 # The stub and call stay Any: tests/unit/test_eval_scoring.py drives run_eval with a fake stub and call.
 async def _run_turn(
-    call: Any, record: TurnRecord, session_id: str, sampling: common_pb2.SamplingParams | None = None
+    call: Any,
+    record: TurnRecord,
+    session_id: str,
+    sampling: common_pb2.SamplingParams | None = None,
+    client_tools: Sequence[common_pb2.ToolSpec] = (),
 ) -> None:
-    start = agent_pb2.StartTurn(session_id=session_id, message=record.message, sampling=sampling)
+    start = agent_pb2.StartTurn(
+        session_id=session_id, message=record.message, sampling=sampling, client_tools=client_tools
+    )
     sent = time.perf_counter()
     await call.write(agent_pb2.ConverseRequest(start_turn=start))
     by_id: dict[str, ToolCall] = {}
@@ -63,6 +71,13 @@ async def _run_turn(
             started = event.tool_call_started
             by_id[started.call_id] = ToolCall(started.call_id, started.tool_name, started.arguments_json)
             record.calls.append(by_id[started.call_id])
+        elif kind == "client_tool_calls":  # run by this client, answered as the mesh's recorder answers
+            handed = event.client_tool_calls
+            results = agent_pb2.SubmitToolResults(turn_id=handed.turn_id)
+            for c in handed.calls:
+                output = json.dumps(recorded_output(c.tool_name, json.loads(c.arguments_json or "{}")))
+                results.results.add(call_id=c.call_id, output=output)
+            await call.write(agent_pb2.ConverseRequest(tool_results=results))
         elif kind == "tool_call_finished":
             finished = event.tool_call_finished
             tool_call = by_id.get(finished.call_id)
@@ -91,9 +106,10 @@ async def run_case(
     *,
     turn_timeout_s: float = DEFAULT_TURN_TIMEOUT_S,
     sampling: common_pb2.SamplingParams | None = None,
+    client_tools: Sequence[common_pb2.ToolSpec] = (),
 ) -> list[TurnRecord]:
     """Every turn of ``case`` on one Converse stream, in one session (the id TurnAccepted gave); ``sampling``
-    for every answer (None: the router's defaults)."""
+    for every answer (None: the router's defaults); ``client_tools`` brought by every turn and run here."""
     records = [TurnRecord(case.id, case.category, case.split, mode, i, turn) for i, turn in enumerate(case.turns, 1)]
     call: Any = stub.Converse(metadata=((TENANT_HEADER, EVAL_TENANT),))
     session_id = ""
@@ -101,7 +117,7 @@ async def run_case(
         for record in records:
             try:
                 async with asyncio.timeout(turn_timeout_s):
-                    await _run_turn(call, record, session_id, sampling)
+                    await _run_turn(call, record, session_id, sampling, client_tools)
             except TimeoutError:
                 record.error = f"no TurnCompleted within {turn_timeout_s:g} s"
             except grpc.aio.AioRpcError as exc:
@@ -129,6 +145,7 @@ async def run_eval(
     turn_timeout_s: float = DEFAULT_TURN_TIMEOUT_S,
     progress: Callable[[str], None] | None = None,
     sampling: common_pb2.SamplingParams | None = None,
+    client_tools: Sequence[common_pb2.ToolSpec] = (),
 ) -> Report:
     """Run every case under every mode, one at a time, interleaved per case (``sampling``: every answer's).
 
@@ -141,7 +158,10 @@ async def run_eval(
     total = sum(len(c.turns) for c in cases) * len(modes)
     for i, case in enumerate(cases):
         for mode in modes if i % 2 == 0 else modes[::-1]:
-            for record in await run_case(stubs[mode], case, mode, turn_timeout_s=turn_timeout_s, sampling=sampling):
+            ran = await run_case(
+                stubs[mode], case, mode, turn_timeout_s=turn_timeout_s, sampling=sampling, client_tools=client_tools
+            )
+            for record in ran:
                 records.append(record)
                 if progress is not None:
                     progress(f"[{len(records):>{len(str(total))}}/{total}] {progress_line(record)}")

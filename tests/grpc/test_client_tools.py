@@ -18,7 +18,7 @@ from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
-from agentmesh_client import ClientToolResult, client_tool
+from agentmesh_client import AgentClient, ClientToolCall, ClientToolResult, ToolCallFinished, client_tool
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
 from services.runtime.status_decode import rich_error_of_status
@@ -226,3 +226,31 @@ async def test_bad_client_tools_are_refused_naming_the_field(mesh: Mesh) -> None
     tools = [client_tool(f"t{i}", "a tool", {"type": "object"}) for i in range(5)]
     result = await converse(stub, start(client_tools=tools, tool_choice=agent_pb2.ToolChoice()))
     assert error_of(result.completed) == ("INVALID_ARGUMENT", ["start_turn.client_tools"])
+
+
+async def test_through_a_gateway_the_python_client_runs_its_tools_with_a_handler(mesh: Mesh) -> None:
+    await mesh.add_router()
+    _, _, server = await mesh.add_gateway()
+    asked: list[ClientToolCall] = []
+
+    async def handler(call: ClientToolCall) -> object:
+        asked.append(call)
+        return {"status": "shipped", "order": call.arguments.get("order_id")}
+
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        client = AgentClient(channel).with_key("acme-secret-key")
+        async with client.conversation() as conversation:
+            turn = client.turn(
+                conversation,
+                "where is my order A-1234?",
+                tools="get_order_status",
+                client_tools=[ORDER],
+                tool_handler=handler,
+            )
+            result = await turn.collect()
+    kinds = [type(e).__name__ for e in result.events]
+    assert kinds.index("ToolCallStarted") < kinds.index("ClientToolCalls") < kinds.index("ToolCallFinished")
+    finished = next(e for e in result.events if isinstance(e, ToolCallFinished))
+    assert [c.call_id for c in asked] == [finished.call_id] and finished.status == "ok"
+    assert json.loads(finished.output_json)["status"] == "shipped"
+    assert result.completed.finish_reason == "stop"
