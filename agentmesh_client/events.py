@@ -127,6 +127,8 @@ class ToolCallFinished:
     error_message: str
     latency_s: float
     cached: bool
+    #: The executor's machine-readable cause of a failure (e.g. ``MCP_SERVER_UNAVAILABLE``); "" otherwise.
+    error_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,14 @@ def turn_event_of(message: agent_pb2.ConverseResponse) -> TurnEvent | None:
         f = message.tool_call_finished
         status = _name(common_pb2.ToolCallStatus, f.status, "TOOL_CALL_STATUS_")
         return ToolCallFinished(
-            f.call_id, f.tool_name, status, f.output_json, f.error_message, _seconds(f.latency), f.cached
+            f.call_id,
+            f.tool_name,
+            status,
+            f.output_json,
+            f.error_message,
+            _seconds(f.latency),
+            f.cached,
+            f.error_reason,
         )
     if kind == "turn_completed":
         c = message.turn_completed

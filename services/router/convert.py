@@ -45,6 +45,7 @@ def record_result(record: ToolRecord, result: tools_pb2.ToolResult) -> None:
     """Fill a tool call's record with its result."""
     record.status, record.output_json, record.error_message = result.status, result.output_json, result.error_message
     record.latency_s, record.cached = result.latency.ToNanoseconds() / 1e9, result.cached
+    record.error_reason = result.error_reason
 
 
 def tool_call_finished(call: ToolRecord, latency: duration_pb2.Duration | None = None) -> agent_pb2.ToolCallFinished:
@@ -57,6 +58,7 @@ def tool_call_finished(call: ToolRecord, latency: duration_pb2.Duration | None =
         error_message=call.error_message,
         latency=latency if latency is not None else duration(call.latency_s),
         cached=call.cached,
+        error_reason=call.error_reason,
     )
 
 

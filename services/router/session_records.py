@@ -32,6 +32,8 @@ class ToolRecord:
     cached: bool = False
     #: A call of one of the turn's client tools (the client ran it, or was handed it).
     client_side: bool = False
+    #: The executor's machine-readable cause of a failure (ToolResult.error_reason).
+    error_reason: str = ""
 
 
 @dataclass
@@ -96,18 +98,19 @@ class TurnRecord:
             if t.client_side:
                 call["client"] = True
             out.append(call)
-            out.append(
-                {
-                    "type": "tool_result",
-                    "turn_id": self.turn_id,
-                    "call_id": t.call_id,
-                    "status": t.status,
-                    "output": t.output_json,
-                    "error": t.error_message,
-                    "latency_s": t.latency_s,
-                    "cached": t.cached,
-                }
-            )
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "turn_id": self.turn_id,
+                "call_id": t.call_id,
+                "status": t.status,
+                "output": t.output_json,
+                "error": t.error_message,
+                "latency_s": t.latency_s,
+                "cached": t.cached,
+            }
+            if t.error_reason:
+                result["reason"] = t.error_reason
+            out.append(result)
         out.append({"type": "answer", "turn_id": self.turn_id, "text": self.answer})
         out.append({"type": "usage", "turn_id": self.turn_id, **self.usage, "finish_reason": self.finish_reason})
         out.append({"type": "turn_completed", "turn_id": self.turn_id, "at": self.completed_at})
@@ -145,6 +148,7 @@ def fold(events: list[dict[str, Any]]) -> list[TurnRecord]:
             record = calls[(tid, e["call_id"])]
             record.status, record.output_json, record.error_message = e["status"], e["output"], e["error"]
             record.latency_s, record.cached = e["latency_s"], e["cached"]
+            record.error_reason = str(e.get("reason", ""))
         elif kind == "answer":
             turn.answer = e["text"]
         elif kind == "usage":
