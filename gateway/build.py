@@ -18,6 +18,7 @@ from gateway.auth import ApiKeys, AuthInterceptor, KeyFormatError
 from gateway.config import GatewayConfig
 from gateway.http_edge import HttpEdge
 from gateway.ratelimit import Limits, MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from gateway.responses_store import MemoryResponseRecords, RedisResponseRecords, ResponseStore
 from gateway.routers import RouterPool
 from gateway.servicer import GatewayServicer
 from services.runtime.channel import create_channel
@@ -88,16 +89,24 @@ def load_keys(config: GatewayConfig) -> ApiKeys:
         raise StartupError(str(exc)) from None
 
 
-async def start_http_edge(config: GatewayConfig, grpc_port: int) -> HttpEdge | None:
-    """The OpenAI-compatible edge on ``--http-port``, calling this gateway's gRPC port on loopback."""
+async def start_http_edge(
+    config: GatewayConfig, grpc_port: int, keys: ApiKeys | None = None, redis: aioredis.Redis | None = None
+) -> HttpEdge | None:
+    """The OpenAI-compatible edge on ``--http-port``, calling this gateway's gRPC port on loopback; with
+    ``keys``, the Responses API too, its responses in ``redis`` (shared by every gateway) or, without, here."""
     if config.http_port < 0:
         return None
     loopback = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
+    responses = None
+    if keys is not None:
+        records = RedisResponseRecords(redis) if redis is not None else MemoryResponseRecords()
+        responses = ResponseStore(records, keys.tenant_for, config.http_responses_ttl_s)
     edge = HttpEdge(
         f"{loopback}:{grpc_port}",
         timeout_s=config.http_timeout_s,
         completion_model=config.http_completion_model,
         max_tools=config.http_max_tools,
+        responses=responses,
     )
     try:
         await edge.start(config.host, config.http_port, grace_s=config.drain_grace_s)
@@ -110,15 +119,17 @@ async def service_parts(config: GatewayConfig, kit: Kit) -> Parts:
     """The gateway for ``lifecycle.serve``: SERVING while a router is up; the HTTP edge drains with it."""
     keys = load_keys(config)
     redis = None
-    if config.rate_limit_backend == "redis":
-        redis = await connect_redis(config.redis_url, required=True)
+    if config.rate_limit_backend == "redis" or config.http_port >= 0:  # rate limits, stored responses
+        redis = await connect_redis(config.redis_url, required=config.rate_limit_backend == "redis")
     if redis is not None:
         kit.close_after_drain(redis.aclose)
-    gateway = build_gateway(config, keys, redis, kit.metrics, kit.tracer_provider)
+    gateway = build_gateway(
+        config, keys, redis if config.rate_limit_backend == "redis" else None, kit.metrics, kit.tracer_provider
+    )
     kit.close_after_drain(gateway.routers.close)
 
     async def warm_up(server: MeshServer) -> None:
-        edge = await start_http_edge(config, server.port)
+        edge = await start_http_edge(config, server.port, keys, redis)
         if edge is not None:
             # The edge stops listening and its requests get the grace while the gRPC server they call drains.
             kit.drain_with_server(edge.close)

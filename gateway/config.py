@@ -44,6 +44,9 @@ class GatewayConfig(RedisConfig):
     http_timeout_s: float = opt(600.0, "longest HTTP request (HTTP callers send no deadline)", check=positive)
     http_completion_model: str = opt("SmolLM2-135M-Instruct", "plain-completion model name that /v1/models lists")
     http_max_tools: int = opt(HTTP_MAX_TOOLS, "most client-defined tools one HTTP request may offer", check=positive)
+    http_responses_ttl_s: float = opt(
+        86_400.0, "seconds a stored /v1/responses response lives (the router's --session-ttl-s)", check=positive
+    )
 
     def validate(self) -> None:
         if not self.routers:

@@ -55,6 +55,8 @@ from gateway.openai_errors import http_error
 from gateway.openai_request import AGENT_MODEL, SESSION_HEADER, ChatRequest, parse_chat_request
 from gateway.openai_response import DONE, Reply, sse, tool_event
 from gateway.openai_tools import SchemaChecks
+from gateway.responses_api import ResponsesEndpoint
+from gateway.responses_store import ResponseStore
 from services.runtime.errors import AgentMeshError, InvalidArgument, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,13 @@ class HttpEdge:
     """The edge's aiohttp server, calling AgentService at ``grpc_target`` (see module docstring)."""
 
     def __init__(
-        self, grpc_target: str, *, timeout_s: float, completion_model: str, max_tools: int = HTTP_MAX_TOOLS
+        self,
+        grpc_target: str,
+        *,
+        timeout_s: float,
+        completion_model: str,
+        max_tools: int = HTTP_MAX_TOOLS,
+        responses: ResponseStore | None = None,
     ) -> None:
         self._channel = grpc.aio.insecure_channel(grpc_target)
         self._client = AgentClient(self._channel, retry=RetryPolicy.never())
@@ -75,6 +83,7 @@ class HttpEdge:
         self._models = (AGENT_MODEL, completion_model)
         self._max_tools = max_tools
         self._schemas = SchemaChecks()
+        self._responses = responses
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -83,6 +92,15 @@ class HttpEdge:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/v1/models/{model}", self.model)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
+        if self._responses is not None:  # the Responses API (responses_api.py) needs its store
+            ResponsesEndpoint(
+                self._responses,
+                self._client_for,
+                timeout_s=self._timeout_s,
+                models=self._models,
+                max_tools=self._max_tools,
+                schemas=self._schemas,
+            ).add_routes(app.router)
         return app
 
     async def start(self, host: str, port: int, *, grace_s: float) -> None:
