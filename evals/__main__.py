@@ -33,7 +33,17 @@ from agentmesh.agent.v1 import agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, SPLITS, Case, CaseError, load_cases
 from evals.catalog import GENERALITY_DIR, catalog_specs, catalog_tools, load_catalog
-from evals.generality import BARE, CLIENT, GENERALITY_ABOUT, bare_section, client_section, without_catalog
+from evals.catalog_mcp_server import catalog_mcp_servers
+from evals.generality import (
+    BARE,
+    CLIENT,
+    GENERALITY_ABOUT,
+    MCP,
+    bare_section,
+    client_section,
+    mcp_section,
+    without_catalog,
+)
 from evals.report import CHAT_BEGIN, CHAT_END, RunInfo, render_markdown
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, EVAL_TENANT, run_eval
 from evals.summary import Report
@@ -50,6 +60,9 @@ from services.runtime.server import MeshServer
 from services.runtime.tenancy import TenantInterceptor
 from services.tools.builtin import default_tools
 from services.tools.executor import ToolExecutor
+from services.tools.mcp.config import McpServerConfig
+from services.tools.mcp.connection import quiet_sdk_logs
+from services.tools.mcp.mount import McpMount
 from services.tools.registry import ToolDefinition, ToolRegistry
 from services.tools.servicer import ToolExecutorServicer
 
@@ -147,10 +160,12 @@ def select_cases(cases: Sequence[Case], limit: int | None) -> list[Case]:
 
 @dataclass
 class EvalMesh:
-    """A tool executor and one router per mode on loopback; ``stubs`` maps each mode to its AgentService."""
+    """A tool executor (and the MCP servers it mounts) and one router per mode on loopback; ``stubs`` maps each
+    mode to its AgentService."""
 
     redis: aioredis.Redis
     tools_server: MeshServer
+    mount: McpMount
     stubs: dict[str, Any] = field(default_factory=dict)
     routers: list[tuple[Router, MeshServer, grpc.aio.Channel]] = field(default_factory=list)
 
@@ -160,6 +175,7 @@ class EvalMesh:
             await server.drain(grace=0)
             await router.close()
         await self.tools_server.drain(grace=0)
+        await self.mount.close()
         await flush_eval_keys(self.redis)
 
 
@@ -188,20 +204,32 @@ async def start_eval_mesh(
     modes: Sequence[str],
     extra_tools: Sequence[ToolDefinition] = (),
     label: str = "",
+    *,
+    mcp_servers: Sequence[McpServerConfig] = (),
 ) -> EvalMesh:
-    """The tool executor and a router per tool-selection mode, all on ``inference_address``; ready to serve.
+    """The tool executor (``extra_tools`` and the tools of ``mcp_servers`` beside the built-ins) and a router per
+    tool-selection mode, all on ``inference_address``; ready to serve.
 
     Shared by ``make eval`` and the smoke test (which brings its own vLLM
     replica). The response cache is off on every router: a replayed answer
-    would say nothing about the mode that replays it.
+    would say nothing about the mode that replays it. The routers start once
+    every MCP server is up, so their first listing has all its tools.
     """
     await flush_eval_keys(redis)
     registry = ToolRegistry([*default_tools(), *extra_tools])
-    executor = ToolExecutor(registry, cache=TwoLevelCache(TOOL_CACHE_NAMESPACE, redis))
+    mount = McpMount(mcp_servers, registry)
+    executor = ToolExecutor(registry, cache=TwoLevelCache(TOOL_CACHE_NAMESPACE, redis), unknown_tool=mount.unknown_tool)
     tools_server = MeshServer(ServiceConfig(port=0), [ToolExecutorServicer(executor).service()], metrics=Metrics())
     await tools_server.start()
-    mesh = EvalMesh(redis, tools_server)
+    mesh = EvalMesh(redis, tools_server, mount)
     try:
+        if mcp_servers:
+            quiet_sdk_logs(debug=False)
+            mount.start()
+            await mount.settled(READY_TIMEOUT_S)
+            down = [f"{c.name} ({c.unavailable()})" for c in mount.connections.values() if c.unavailable()]
+            if down:
+                raise RuntimeError(f"MCP servers not up: {', '.join(down)}")
         for mode in modes:
             config = replace(
                 RouterConfig(),
@@ -322,6 +350,8 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                 bare = await _suite(redis, inference, bare_args, without_catalog(general), (), BARE, progress, short)
                 specs = catalog_specs(catalog)
                 client = await _suite(redis, inference, bare_args, general, (), CLIENT, progress, short, specs)
+                servers = catalog_mcp_servers()
+                mcp = await _suite(redis, inference, bare_args, general, (), MCP, progress, short, mcp_servers=servers)
                 documents.append(
                     render_markdown(
                         report,
@@ -334,6 +364,8 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                     + bare_section(bare, general, show_heldout=args.show_heldout)
                     + "\n"
                     + client_section(report, client)
+                    + "\n"
+                    + mcp_section(report, mcp)
                 )
                 print(_headline(report))
         args.out.write_text(_with_kept_sections("\n".join(documents), args.out), encoding="utf-8")
@@ -365,10 +397,11 @@ async def _suite(  # noqa: PLR0917 - one caller
     progress: Any,
     sampling: common_pb2.SamplingParams | None,
     client_tools: Sequence[common_pb2.ToolSpec] = (),
+    mcp_servers: Sequence[McpServerConfig] = (),
 ) -> Report:
     """One suite's cases through a fresh mesh (its own tool executor and routers) on the shared engine;
-    ``client_tools`` brought by every turn (run by the eval's client)."""
-    mesh = await start_eval_mesh(redis, inference, args.modes, extra_tools, label)
+    ``client_tools`` brought by every turn (run by the eval's client), ``mcp_servers`` mounted by its executor."""
+    mesh = await start_eval_mesh(redis, inference, args.modes, extra_tools, label, mcp_servers=mcp_servers)
     try:
         print(f"evals: {len(cases)} cases × {len(mesh.stubs)} modes, one turn at a time", file=sys.stderr)
         return await run_eval(

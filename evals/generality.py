@@ -23,6 +23,8 @@ from evals.summary import Ratio, Report
 BARE = ", no catalog"
 #: The label of the run with the catalog brought by the client (StartTurn.client_tools), not served by the mesh.
 CLIENT = ", client tools"
+#: The label of the run with the catalog served by an MCP server (``evals/catalog_mcp_server.py``) over stdio.
+MCP = ", MCP server"
 BUILTINS = frozenset(ARG_FIELDS)
 
 GENERALITY_ABOUT = (
@@ -116,17 +118,36 @@ def bare_section(bare: Report, original: Sequence[Case], *, show_heldout: bool =
 
 def client_section(served: Report, client: Report) -> str:
     """The catalog brought as client tools against the same catalog served by the mesh (mode ``embedding``)."""
-    lines = ["## The same catalog brought by the client", ""]
-    lines.append(
+    about = (
         "Mode `embedding` again, on a tool executor with the built-ins only; every turn brings the catalog as "
         "`StartTurn.client_tools` (what the OpenAI edge sends for a request's `tools`) and the eval's client "
         "runs the calls it is handed, answering as the mesh's recorder does. Same planner, same cases."
     )
-    lines += ["", "| split | tool choice, served | tool choice, client | arguments, served | arguments, client |"]
+    return _compared("## The same catalog brought by the client", about, served, client, ("served", "client"))
+
+
+def mcp_section(served: Report, mcp: Report) -> str:
+    """The catalog served by an MCP server over stdio against the same catalog served in-process (``embedding``)."""
+    about = (
+        "Mode `embedding` again, on a tool executor with the built-ins and the catalog mounted from an MCP "
+        "server over stdio (`evals/catalog_mcp_server.py`: each tool's name, description and schema as the file "
+        "has them, no name prefix, one attempt, never cached, answering as the in-process recorder does). "
+        "Same planner, same cases; only where the catalog is served from differs."
+    )
+    return _compared("## The same catalog served by an MCP server", about, served, mcp, ("in-process", "MCP"))
+
+
+def _compared(title: str, about: str, served: Report, other: Report, names: tuple[str, str]) -> str:
+    """A section comparing tool choice and arguments per split: ``served`` (the catalog in-process, mode
+    ``embedding``) against ``other``'s one mode, the two called ``names`` in the table's head."""
+    a_name, b_name = names
+    lines = [title, "", about, ""]
+    lines.append(
+        f"| split | tool choice, {a_name} | tool choice, {b_name} | arguments, {a_name} | arguments, {b_name} |"
+    )
     lines.append("|---|---|---|---|---|")
-    mode = "embedding"
-    for split in client.splits:
-        a, b = served.summary(mode, split), client.summary(client.modes[0], split)
+    for split in other.splits:
+        a, b = served.summary("embedding", split), other.summary(other.modes[0], split)
         lines.append(f"| {split} | {a.tool_choice} | {b.tool_choice} | {a.arguments} | {b.arguments} |")
     return "\n".join(lines) + "\n"
 
