@@ -232,41 +232,39 @@ ORDER_TOOL: dict[str, Any] = {
 ASK = [{"role": "user", "content": "Where is my order A1?"}]
 
 
-@pytest.mark.parametrize("model", [MODEL, "agentmesh-agent"])
-async def test_client_tools_are_called_whole_and_streamed_alike_then_answered(
-    edges: dict[str, Edge], model: str
-) -> None:
-    """The simulator fills arguments with the schema's smallest instance; what is checked is the OpenAI shape."""
+async def test_client_tools_are_called_whole_and_streamed_alike_then_answered(edges: dict[str, Edge]) -> None:
+    """On both models (one mesh: setting one up costs more than the requests). The simulator fills arguments
+    with the schema's smallest instance; what is checked is the OpenAI shape."""
     client = sdk(edges["default"])
-    body: dict[str, Any] = {"model": model, "messages": ASK, "tools": [ORDER_TOOL], "tool_choice": "required"}
-    whole = (await create(client, **body)).choices[0]
-    assert whole.finish_reason == "tool_calls" and whole.message.content is None
-    calls = whole.message.tool_calls
-    assert [c.function.name for c in calls] == ["get_order_status"] and calls[0].type == "function"
-    assert json.loads(calls[0].function.arguments).keys() == {"order_id"}
-    async with client.chat.completions.stream(**body) as stream:
-        chunks = [event.chunk async for event in stream if event.type == "chunk"]
-        streamed = (await stream.get_final_completion()).choices[0]
-    assert streamed.finish_reason == "tool_calls"
-    assert [(c.type, c.function.name, c.function.arguments) for c in streamed.message.tool_calls or []] == [
-        (c.type, c.function.name, c.function.arguments) for c in calls
-    ]
-    deltas = [c.choices[0].delta for c in chunks if c.choices]
-    first = deltas[0].tool_calls[0] if deltas[0].tool_calls else None
-    assert deltas[0].role == "assistant" and first is not None and first.function is not None
-    assert first.index == 0 and first.id == (streamed.message.tool_calls or [])[0].id and first.function.arguments == ""
-    assert not (chunks[0].model_extra or {}).get("agentmesh")  # no mesh tool ran for this call
-    answered = [
-        *ASK,
-        {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in calls]},
-        {"role": "tool", "tool_call_id": calls[0].id, "content": '{"status": "shipped"}'},
-    ]
-    final = (await create(client, **{**body, "messages": answered, "tool_choice": "auto", "max_tokens": 8})).choices[0]
-    assert final.finish_reason in ("stop", "length") and final.message.content and not final.message.tool_calls
-
-
-async def test_a_mesh_tool_name_among_client_tools_is_refused_naming_the_tool(edges: dict[str, Edge]) -> None:
+    for model in (MODEL, "agentmesh-agent"):
+        body: dict[str, Any] = {"model": model, "messages": ASK, "tools": [ORDER_TOOL], "tool_choice": "required"}
+        whole = (await create(client, **body)).choices[0]
+        assert whole.finish_reason == "tool_calls" and whole.message.content is None
+        calls = whole.message.tool_calls
+        assert [c.function.name for c in calls] == ["get_order_status"] and calls[0].type == "function"
+        assert json.loads(calls[0].function.arguments).keys() == {"order_id"}
+        async with client.chat.completions.stream(**body) as stream:
+            chunks = [event.chunk async for event in stream if event.type == "chunk"]
+            streamed = (await stream.get_final_completion()).choices[0]
+        assert streamed.finish_reason == "tool_calls"
+        streamed_calls = streamed.message.tool_calls or []
+        assert [(c.type, c.function.name, c.function.arguments) for c in streamed_calls] == [
+            (c.type, c.function.name, c.function.arguments) for c in calls
+        ]
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        first = deltas[0].tool_calls[0] if deltas[0].tool_calls else None
+        assert deltas[0].role == "assistant" and first is not None and first.function is not None
+        assert first.index == 0 and first.id == streamed_calls[0].id and first.function.arguments == ""
+        assert not any((c.model_extra or {}).get("agentmesh") for c in chunks)  # no mesh tool ran
+        answered = [
+            *ASK,
+            {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in calls]},
+            {"role": "tool", "tool_call_id": calls[0].id, "content": '{"status": "shipped"}'},
+        ]
+        final = (await create(client, **{**body, "messages": answered, "tool_choice": "auto", "max_tokens": 8})).choices
+        assert final[0].finish_reason in ("stop", "length") and final[0].message.content
+        assert not final[0].message.tool_calls
     clash = {**ORDER_TOOL, "function": {**ORDER_TOOL["function"], "name": "calculator"}}
-    with pytest.raises(openai.BadRequestError) as bad:
-        await create(sdk(edges["default"]), model="agentmesh-agent", messages=ASK, tools=[ORDER_TOOL, clash])
+    with pytest.raises(openai.BadRequestError) as bad:  # refused by the router: the edge names the field
+        await create(client, model="agentmesh-agent", messages=ASK, tools=[ORDER_TOOL, clash])
     assert bad.value.param == "tools[1].function.name", bad.value.body
