@@ -46,7 +46,7 @@ class Edge:
 async def edge() -> AsyncIterator[Edge]:
     redis = aioredis.Redis.from_url(REDIS_URL)
     mesh: Mesh = await start_mesh(redis, replicas=1, sim=replace(FAST_SIM, output_tokens=8))
-    await mesh.add_router(response_cache_ttl_s=0)
+    await mesh.add_router(response_cache_ttl_s=0, tool_selection="llm")  # no embedding model to load
     limits: dict[str, Any] = {"rate_rps": 1e6, "rate_burst": 1e6, "rate_window_max": 10**9, "rate_tokens_per_min": 1e12}
     _, _, server = await mesh.add_gateway(rate_limit_backend="memory", rate_token_burst=1e12, **limits)
     served = HttpEdge(server.address, timeout_s=30, completion_model=MODEL, max_tools=8)
@@ -316,3 +316,29 @@ async def test_the_holes_a_careless_client_found_are_4xx(edge: Edge) -> None:
         (await edge.http.post(edge.url, content=b"[" * (2 << 20), headers=JSON), 413),
     ):
         assert reply.status_code == status and reply.json()["error"]["type"] == "invalid_request_error", reply.text
+
+
+ROUTER_BUG = pytest.mark.xfail(
+    strict=True, reason="router: with prior_tool_calls it plans the mesh's tools only, yet fills a named client tool"
+)
+
+
+@pytest.mark.parametrize("model", [MODEL, pytest.param(AGENT, marks=ROUTER_BUG)])
+async def test_a_named_client_tool_with_its_result_in_the_history_is_answered(edge: Edge, model: str) -> None:
+    """Found by the fuzz test above. On the agent model the router plans only the mesh's tools once prior
+    results are in, yet fills the named tool, which is the client's: a KeyError, INTERNAL."""
+    order = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+    call = {"id": "c0", "type": "function", "function": {"name": "get_order_status", "arguments": '{"order_id": "A1"}'}}
+    body = {
+        "model": model,
+        "messages": [
+            {"role": "user", "content": "Where is order A1?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c0", "content": "shipped"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "get_order_status", "parameters": order}}],
+        "tool_choice": {"type": "function", "function": {"name": "get_order_status"}},
+        "max_tokens": 4,
+    }
+    reply = await edge.http.post(edge.url, json=body)
+    assert reply.status_code == 200, reply.text
