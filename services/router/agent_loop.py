@@ -243,6 +243,10 @@ class AgentLoop:
             client = ClientTools(names, p.client_calls, end_at=start.end_at_client_calls)
         if start.prior_tool_calls:  # plan only the mesh's tools now, if the turn offers any
             offered = ToolList([], "") if start.only_client_tools else mesh
+            if mode == "named" and start.tool_choice.tool_name in {t.name for t in start.client_tools}:
+                return  # the named client tool has run: its result is in
+            if mode == "required":
+                mode = "auto"  # the client's calls were the required ones
         if not offered.specs:
             return
         specs, planner = offered.specs, await self._planners.for_list(offered)

@@ -16,6 +16,7 @@ naming the result; results that arrive when nothing waits (late, after a timeout
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -104,19 +105,27 @@ def check_client_tools(start: agent_pb2.StartTurn, mesh_names: set[str], cap: in
 def _check_schema(text: str, field: str) -> list[FieldViolation]:
     if len(text) > MAX_SCHEMA_CHARS:
         return [FieldViolation(field, f"at most {MAX_SCHEMA_CHARS} characters")]
+    problem = _schema_problem(text)
+    return [FieldViolation(field, problem)] if problem else []
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_problem(text: str) -> str:
+    """What is wrong with one schema text ("" if nothing); remembered: a framework sends the same tools every
+    turn, and the meta-schema check costs milliseconds per schema."""
     try:
         schema = json.loads(text or "{}")
     except (json.JSONDecodeError, RecursionError) as exc:
-        return [FieldViolation(field, f"not JSON: {exc}")]
+        return f"not JSON: {exc}"
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        return [FieldViolation(field, 'must be a JSON Schema object with "type": "object"')]
+        return 'must be a JSON Schema object with "type": "object"'
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        return [FieldViolation(field, f"not a valid JSON Schema: {exc.message}")]
+        return f"not a valid JSON Schema: {exc.message}"
     except RecursionError:
-        return [FieldViolation(field, "nested too deeply")]
-    return []
+        return "nested too deeply"
+    return ""
 
 
 def _is_object(text: str) -> bool:

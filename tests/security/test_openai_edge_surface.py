@@ -318,15 +318,10 @@ async def test_the_holes_a_careless_client_found_are_4xx(edge: Edge) -> None:
         assert reply.status_code == status and reply.json()["error"]["type"] == "invalid_request_error", reply.text
 
 
-ROUTER_BUG = pytest.mark.xfail(
-    strict=True, reason="router: with prior_tool_calls it plans the mesh's tools only, yet fills a named client tool"
-)
-
-
-@pytest.mark.parametrize("model", [MODEL, pytest.param(AGENT, marks=ROUTER_BUG)])
+@pytest.mark.parametrize("model", [MODEL, AGENT])
 async def test_a_named_client_tool_with_its_result_in_the_history_is_answered(edge: Edge, model: str) -> None:
-    """Found by the fuzz test above. On the agent model the router plans only the mesh's tools once prior
-    results are in, yet fills the named tool, which is the client's: a KeyError, INTERNAL."""
+    """Found by the fuzz test above: on the agent model the router planned only the mesh's tools once prior
+    results were in, yet filled the named tool, which is the client's (a KeyError, INTERNAL)."""
     order = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
     call = {"id": "c0", "type": "function", "function": {"name": "get_order_status", "arguments": '{"order_id": "A1"}'}}
     body = {
