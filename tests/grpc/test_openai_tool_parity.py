@@ -33,7 +33,10 @@ KEY = "acme-secret-key"
 async def edge_url(redis_client: aioredis.Redis) -> AsyncIterator[str]:
     mesh = await start_mesh(redis_client, replicas=1, sim=replace(FAST_SIM, output_tokens=8))
     await mesh.add_router(response_cache_ttl_s=0)
-    _, _, server = await mesh.add_gateway(rate_limit_backend="memory")
+    # 384 requests back to back: limits far above the test's pace (the limits are tested elsewhere).
+    _, _, server = await mesh.add_gateway(
+        rate_limit_backend="memory", rate_rps=1e4, rate_burst=1e4, rate_tokens_per_min=1e9, rate_token_burst=1e9
+    )
     edge = HttpEdge(server.address, timeout_s=180, completion_model="SmolLM2-135M-Instruct")
     await edge.start("127.0.0.1", 0, grace_s=0)
     yield f"http://127.0.0.1:{edge.port}/v1"
