@@ -128,8 +128,10 @@ async def test_open_streams_get_the_drain_notice_and_streams_opened_after_it_are
     open_one = _Context()
     async with streams.open(open_one, Requests()) as send:  # type: ignore[arg-type]
         await send("event")
-        await streams.announce("draining")
+        announcing = asyncio.ensure_future(streams.announce("draining"))
+        await asyncio.sleep(0.05)
         assert open_one.written == ["event", "draining"]
+        assert not announcing.done(), "the drain waits for the streams it told to close"
         late = Requests()
         refusing = asyncio.ensure_future(_open_and_leave(streams, late))
         await asyncio.sleep(0.05)
@@ -137,6 +139,7 @@ async def test_open_streams_get_the_drain_notice_and_streams_opened_after_it_are
         late.send(START)
         with pytest.raises(Unavailable) as refused:
             await asyncio.wait_for(refusing, 1.0)
+    await asyncio.wait_for(announcing, 1.0)  # the last stream closed: the drain goes on
     assert refused.value.retry_after_s == OpenStreams.RETRY_AFTER_S
     assert refused.value.code == grpc.StatusCode.UNAVAILABLE
 
