@@ -8,7 +8,8 @@ sends the list at once and again whenever it changes (an MCP server's
 ends (the executor drains) or breaks is opened again, with backoff; an
 executor without ``WatchTools`` (UNIMPLEMENTED) is polled with ``ListTools``
 every ``poll_s`` instead. Until a tenant's first list arrives, ``get`` waits
-up to ``within_s`` and then returns the list open to every tenant (a part of
+up to ``within_s`` (not at all while the executor is down: it went away and
+has not come back) and then returns the list open to every tenant (a part of
 any tenant's), or raises ``Unavailable`` without one; after that it returns the
 newest list at once, the last good one while the executor is unreachable
 (calls then fail in band as UNAVAILABLE). The empty tenant is the list open to
@@ -97,7 +98,7 @@ class ToolLists:
                     dropped.task.cancel()
         else:
             self._follows.move_to_end(tenant)
-        if follow.current is None:
+        if follow.current is None and not self._tools.down:  # an executor that went away sends no list
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(within_s):
                     await follow.ready.wait()

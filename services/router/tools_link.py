@@ -11,7 +11,11 @@ progress frame the executor sends before it (an MCP tool's progress) to
 ``on_progress``; a cancelled caller sends a CancelToolCall (which the executor
 passes to an MCP server as ``notifications/cancelled``). If a stream breaks,
 its pending calls fail with an UNAVAILABLE result (shown to the model as a
-failure, never a crash) and the stream reconnects. ``list_tools(tenant)`` and
+failure, never a crash) and the stream reconnects; while every executor is
+``down`` (was connected, went away, not back yet) a call fails the same way at
+once, instead of waiting for one to connect as it does at start-up (a turn
+during an executor outage would otherwise spend seconds per call waiting).
+``list_tools(tenant)`` and
 ``watch_tools(tenant)`` fetch and follow the tools that tenant may use (the
 executor filters by the ``x-agentmesh-tenant`` metadata; no tenant: the tools
 open to every tenant); ``tool_lists.py`` keeps them per tenant. Each stream is
@@ -171,6 +175,11 @@ class ToolsLink:
         ends) or the call fails (AioRpcError; UNIMPLEMENTED from an executor without WatchTools)."""
         return (await self._any_stream(timeout_s)).watch_tools(tenant)
 
+    @property
+    def down(self) -> bool:
+        """Every executor known was connected and went away (``MuxClient.down``): calls fail at once."""
+        return bool(self.streams) and all(s.down for s in self.streams.values())
+
     def _pick(self) -> ExecuteStream | None:
         connected = [s for s in self.streams.values() if s.connected]
         return min(connected, key=lambda s: s.in_flight, default=None)
@@ -179,7 +188,7 @@ class ToolsLink:
         self, call: tools_pb2.ToolCall, on_progress: OnProgress | None = None, connect_within_s: float = 5.0
     ) -> tools_pb2.ToolResult:
         stream = self._pick()
-        if stream is None:
+        if stream is None and not self.down:  # wait for an executor that is starting, not for one that went away
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(connect_within_s):
                     await self._resolved.wait()

@@ -18,6 +18,7 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2, tools_pb2_grpc
 from services.runtime.cache import TwoLevelCache
 from services.runtime.metrics import Metrics
+from services.runtime.server import MeshServer
 from services.tools.builtin import default_tools
 from services.tools.executor import BreakerPolicy, ToolExecutor
 from services.tools.metrics import ToolMetrics
@@ -139,6 +140,7 @@ class Executor:
     channel: grpc.aio.Channel
     metrics: Metrics
     address: str
+    server: MeshServer
 
 
 async def start_executor(
@@ -158,7 +160,7 @@ async def start_executor(
         backoff=lambda attempt: 0.01,
     )
     server = await start_server([ToolExecutorServicer(executor).service()], metrics=metrics)
-    return Executor(probe, executor, open_channel(server.address), metrics, server.address)
+    return Executor(probe, executor, open_channel(server.address), metrics, server.address, server)
 
 
 @pytest.fixture
@@ -405,5 +407,26 @@ async def test_router_link_survives_callers_cancelled_mid_submit(ex: Executor, o
         assert result.status == S.TOOL_CALL_STATUS_OK, result.error_message
         assert link.connected and lost == []
         await eventually(lambda: link.in_flight == 0, 5, "every cancelled call released")
+    finally:
+        await link.close()
+
+
+async def test_router_link_fails_calls_at_once_after_the_executor_left(ex: Executor, open_channel: OpenChannel) -> None:
+    # At start-up a call waits for an executor to connect; once the one it had went away (drained, killed), every
+    # call fails in band as UNAVAILABLE at once: a turn during an outage must not spend seconds per call waiting.
+    from services.router.tools_link import ToolsLink
+
+    link = ToolsLink(ex.address, open_channel)
+    link.start()
+    try:
+        ok = tools_pb2.ToolCall(call_id="before", tool_name="counted", arguments_json='{"q": 1}')
+        assert (await link.call(ok, connect_within_s=10)).status == S.TOOL_CALL_STATUS_OK
+        assert not link.down
+        await ex.server.drain(0)
+        await eventually(lambda: link.down, 10, "the executor seen gone")
+        gone = tools_pb2.ToolCall(call_id="after", tool_name="counted", arguments_json='{"q": 2}')
+        async with asyncio.timeout(5):  # a wait for a connection would last the whole 60 s asked for
+            result = await link.call(gone, connect_within_s=60)
+        assert result.status == S.TOOL_CALL_STATUS_UNAVAILABLE, result
     finally:
         await link.close()

@@ -41,6 +41,7 @@ class FakeLink:
         self.lists: dict[str, tools_pb2.ListToolsResponse] = {}
         self.snapshots: dict[str, asyncio.Queue[tools_pb2.ListToolsResponse | None]] = {}
         self.watches = 0
+        self.down = False
 
     async def list_tools(self, tenant: str = "", timeout_s: float = 5.0) -> tools_pb2.ListToolsResponse:
         return self.lists[tenant]
@@ -119,6 +120,20 @@ async def test_a_tenant_whose_list_has_not_come_gets_the_list_open_to_every_tena
         assert [t.name for t in (await lists.get("")).specs] == ["calc"]
         # The executor went away before this tenant's own list arrived (never sent here): the shared part.
         assert [t.name for t in (await lists.get("acme", within_s=0.05)).specs] == ["calc"]
+    finally:
+        await lists.close()
+
+
+async def test_a_tenant_asking_while_the_executor_is_down_gets_the_shared_list_at_once() -> None:
+    link = FakeLink(watch=True)
+    lists = ToolLists(cast(ToolsLink, link))
+    try:
+        link.snapshots[""] = asyncio.Queue()
+        link.snapshots[""].put_nowait(listing("calc"))
+        assert [t.name for t in (await lists.get("")).specs] == ["calc"]
+        link.down = True  # the executor went away before this tenant's first ask: no list can come
+        async with asyncio.timeout(1.0):  # not the 30 s it would wait for a list from an executor that is up
+            assert [t.name for t in (await lists.get("acme", within_s=30)).specs] == ["calc"]
     finally:
         await lists.close()
 
