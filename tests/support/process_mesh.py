@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc.aio
 
 from agentmesh.agent.v1 import agent_pb2_grpc
+from meshkit.up import free_port
 from tests.support.processes import RedisProcess, ServiceProcess, clean_env
 
 API_KEY = "reliability-key"
@@ -56,6 +57,8 @@ class MeshShape:
     )
     #: Longer than a turn of the suite takes; a replica waits it out (routers hold its Generate streams).
     drain_grace_s: float = 8.0
+    #: The gateway's OpenAI HTTP edge on a port of its own (off by default: see ``ProcessMesh``).
+    http_edge: bool = False
 
 
 @dataclass
@@ -67,6 +70,8 @@ class ProcessMesh:
     tools: ServiceProcess = field(init=False)
     routers: list[ServiceProcess] = field(default_factory=list)
     gateway: ServiceProcess = field(init=False)
+    #: The HTTP edge's port when ``MeshShape.http_edge``, else 0.
+    http_port: int = 0
 
     def __post_init__(self) -> None:
         s = self.shape
@@ -115,8 +120,12 @@ class ProcessMesh:
             )
             for i in range(s.routers)
         ]
+        http = []
+        if s.http_edge:
+            self.http_port = free_port()
+            http = ["--http-port", str(self.http_port)]
         self.gateway = service(
-            "gateway", "gateway", *redis, "--routers", ",".join(r.address for r in self.routers), *s.gateway_args
+            "gateway", "gateway", *redis, "--routers", ",".join(r.address for r in self.routers), *http, *s.gateway_args
         )
 
     @property
