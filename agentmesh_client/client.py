@@ -161,6 +161,7 @@ class AgentClient:
         history: Sequence[tuple[str, str]] = (),
         prior_tool_calls: Sequence[agent_pb2.PriorToolCall] = (),
         max_calls_per_round: int = 0,
+        allowed_mesh_tools: Sequence[str] = (),
     ) -> Turn:
         """A turn of ``conversation`` with every StartTurn option: ``tools`` is auto, none, required or a
         tool's name; ``timeout_s`` is the turn's own time limit (it ends ``aborted``, the stream lives on).
@@ -168,7 +169,8 @@ class AgentClient:
         ``client_tools`` (``client_tool(...)``) are run by the caller: by ``tool_handler`` as their calls
         arrive, or answered with ``Turn.submit_tool_results``; ``end_at_client_calls`` ends the turn at them
         instead (``tool_calls``), for a caller that sends their results with its next turn as
-        ``prior_tool_calls``; ``history`` holds the (user, answer) turns of a conversation the caller keeps.
+        ``prior_tool_calls``; ``history`` holds the (user, answer) turns of a conversation the caller keeps;
+        ``allowed_mesh_tools`` offers only those of the mesh's tools (``list_tools`` names them).
         """
         start = agent_pb2.StartTurn(
             tool_choice=tool_choice(tools),
@@ -181,6 +183,7 @@ class AgentClient:
             history=[agent_pb2.HistoryTurn(user_message=u, answer=a) for u, a in history],
             prior_tool_calls=prior_tool_calls,
             max_calls_per_round=max_calls_per_round,
+            allowed_mesh_tools=allowed_mesh_tools,
         )
         if sampling is not None:
             start.sampling.CopyFrom(sampling.to_proto())

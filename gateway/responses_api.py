@@ -14,9 +14,11 @@ gRPC path's. The state is the mesh's session log (``responses_store.py`` for the
   the log and answers from the results (``prior_tool_calls``).
 - Client ``function`` tools end the turn at their calls (``end_at_client_calls``), returned as
   ``function_call`` items. On ``agentmesh-agent`` the mesh's tools run in the mesh (``mcp_call`` items); on
-  the plain model only the request's tools are offered. ``{"type": "mcp", "server_label": ...}`` is checked
-  against the mesh's MCP servers (tool names ``<prefix>__<tool>``) and refused with a 400 either way: a
-  StartTurn cannot be limited to one server's tools yet, and offering all of them would not be what was asked.
+  the plain model only the request's tools are offered. ``{"type": "mcp", "server_label": ...}`` names
+  a server of the mesh's config (tool names ``<prefix>__<tool>`` in the tenant's ListTools; an optional
+  ``allowed_tools`` keeps some of them): the turn is offered that server's tools (``allowed_mesh_tools``)
+  beside the request's functions, on either model, instead of every tool of the mesh. A label the tenant
+  has no tools from is a 400 naming ``tools[i].server_label``.
 - ``store: false`` writes no record: the id cannot be retrieved or continued. ``DELETE`` removes the
   record; the session log keeps the turn (later responses continue from it) until the session expires.
 
@@ -179,9 +181,10 @@ class ResponsesEndpoint:
                 raise NotFound(
                     f"model {req.model[:100]!r} does not exist; GET /v1/models lists them", reason="MODEL_NOT_FOUND"
                 )
+            allowed: list[str] = []
             if req.mcp_tools:
                 authenticated = True
-                await self._refuse_mcp(client, req)
+                allowed = await self._mcp_tools(client, req)
             if not self._schemas.known(req.tools):
                 await client.list_tools()  # checking a schema costs CPU: only for a caller with a valid key
                 authenticated = True
@@ -194,7 +197,7 @@ class ResponsesEndpoint:
                 await client.list_tools()  # a caller without a valid key learns that first
             raise
         tenant = await self._tenant(client, request)
-        async with contextlib.aclosing(self._events(client, request, req, tenant)) as events:
+        async with contextlib.aclosing(self._events(client, request, req, tenant, allowed)) as events:
             first = await anext(events, None)
             if isinstance(first, TurnCompleted) and first.error is not None:
                 raise self._renamed(req, first.error)
@@ -205,22 +208,34 @@ class ResponsesEndpoint:
                 return await self._stream(request, req, tenant=tenant, started=first, answer=answer, events=events)
             return await self._whole(req, tenant, first, answer, events)
 
-    async def _refuse_mcp(self, client: AgentClient, req: ResponseRequest) -> None:
-        servers = {t.name.split(MCP_SEPARATOR)[0] for t in await client.list_tools() if MCP_SEPARATOR in t.name}
+    async def _mcp_tools(self, client: AgentClient, req: ResponseRequest) -> list[str]:
+        """The mesh tool names the request's ``mcp`` tools offer (each server's, or its ``allowed_tools``)."""
+        by_server: dict[str, list[str]] = {}
+        for spec in await client.list_tools():
+            server, separator, _ = spec.name.partition(MCP_SEPARATOR)
+            if separator:
+                by_server.setdefault(server, []).append(spec.name)
+        names: list[str] = []
         for tool in req.mcp_tools:
-            if tool.server_label not in servers:
-                known = ", ".join(sorted(servers)) or "none"
+            if tool.server_label not in by_server:
+                known = ", ".join(sorted(by_server)) or "none"
                 raise InvalidArgument.field(
                     f"{tool.field}.server_label", f"no MCP server {tool.server_label!r} in the mesh (servers: {known})"
                 )
-            raise InvalidArgument.field(
-                tool.field,
-                f"a turn cannot be limited to MCP server {tool.server_label!r}'s tools yet; with model"
-                " agentmesh-agent and no mcp tool, a turn may call every tool of the mesh, this server's included",
-            )
+            offered = by_server[tool.server_label]
+            if tool.allowed_tools is not None:
+                wanted = {f"{tool.server_label}{MCP_SEPARATOR}{name}" for name in tool.allowed_tools}
+                missing = sorted(wanted - set(offered))
+                if missing:
+                    raise InvalidArgument.field(
+                        f"{tool.field}.allowed_tools", f"server {tool.server_label!r} has no tool {missing[0]!r}"
+                    )
+                offered = [name for name in offered if name in wanted]
+            names += [name for name in offered if name not in names]
+        return names
 
     async def _events(
-        self, client: AgentClient, request: web.Request, req: ResponseRequest, tenant: str
+        self, client: AgentClient, request: web.Request, req: ResponseRequest, tenant: str, allowed: list[str]
     ) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events, continuing the previous response's session (see module docstring)."""
         previous: PreviousTurn | None = None
@@ -259,7 +274,8 @@ class ResponsesEndpoint:
                     system_prompt=dialogue.system_prompt or system_prompt,
                     max_tool_rounds=req.max_tool_rounds,
                     client_tools=req.specs(),
-                    only_client_tools=bool(req.tools) and not req.agent,
+                    only_client_tools=bool(req.tools) and not req.agent and not allowed,
+                    allowed_mesh_tools=allowed,
                     end_at_client_calls=bool(req.tools),
                     history=history or dialogue.history,
                     prior_tool_calls=req.prior_tool_calls(dialogue),

@@ -45,6 +45,8 @@ class McpTool:
 
     server_label: str
     field: str
+    #: The server's tools to offer, by their own names (``allowed_tools``); None: all of them.
+    allowed_tools: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,8 @@ class ResponseRequest:
 
     @property
     def turn_tool_choice(self) -> str:
-        """The plain model offers no mesh tools: without client tools its turn calls none."""
-        return self.tool_choice if self.agent or self.tools else "none"
+        """The plain model offers only the request's tools: without client or mcp tools its turn calls none."""
+        return self.tool_choice if self.agent or self.tools or self.mcp_tools else "none"
 
     @property
     def max_tool_rounds(self) -> int:
@@ -324,7 +326,12 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]] | None, tuple[McpTool, ...]
             label = tool.get("server_label")
             if not isinstance(label, str) or not label:
                 raise InvalidArgument.field(f"{at}.server_label", "the name of an MCP server of the mesh's config")
-            mcp.append(McpTool(label, at))
+            allowed = tool.get("allowed_tools")
+            if allowed is not None and (
+                not isinstance(allowed, list) or not allowed or not all(isinstance(n, str) and n for n in allowed)
+            ):
+                raise InvalidArgument.field(f"{at}.allowed_tools", "a non-empty array of the server's tool names")
+            mcp.append(McpTool(label, at, None if allowed is None else tuple(allowed)))
             continue
         if tool.get("type") != "function":
             raise InvalidArgument.field(f"{at}.type", 'only "function" and "mcp" tools are supported')

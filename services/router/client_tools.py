@@ -97,6 +97,17 @@ def check_client_tools(start: agent_pb2.StartTurn, mesh_names: set[str], cap: in
         call_ids.add(prior.call_id)
         if not _is_object(prior.arguments_json):
             bad.append(FieldViolation(f"{at}.arguments_json", "must be a JSON object"))
+    allowed: set[str] = set()
+    for i, name in enumerate(start.allowed_mesh_tools):
+        at = f"start_turn.allowed_mesh_tools[{i}]"
+        if start.only_client_tools:
+            bad.append(FieldViolation(at, "cannot go with only_client_tools"))
+            break
+        if name not in mesh_names:
+            bad.append(FieldViolation(at, f"{name[:64]!r} is not among the mesh's tools this tenant may use"))
+        elif name in allowed:
+            bad.append(FieldViolation(at, f"{name!r} is named twice"))
+        allowed.add(name)
     if start.max_calls_per_round > MAX_CALLS_PER_ROUND:
         bad.append(FieldViolation("start_turn.max_calls_per_round", f"must be at most {MAX_CALLS_PER_ROUND}"))
     return bad
@@ -146,7 +157,12 @@ def client_specs(start: agent_pb2.StartTurn) -> list[common_pb2.ToolSpec]:
 
 
 def turn_tools(mesh: ToolList, start: agent_pb2.StartTurn) -> ToolList:
-    """The tools a turn offers: the mesh's (unless ``only_client_tools``) and the client's, one revision per set."""
+    """The tools a turn offers: the mesh's (those of ``allowed_mesh_tools`` if it names any; none with
+    ``only_client_tools``) and the client's, one revision per set."""
+    if start.allowed_mesh_tools:
+        allowed = set(start.allowed_mesh_tools)
+        digest = hashlib.sha256("\n".join(sorted(allowed)).encode()).hexdigest()[:16]
+        mesh = ToolList([s for s in mesh.specs if s.name in allowed], f"{mesh.revision}|only:{digest}")
     if not start.client_tools:
         return mesh
     specs = client_specs(start)

@@ -17,15 +17,19 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 import redis.asyncio as aioredis
 from google.rpc import status_pb2
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
+from gateway.build import load_keys, start_http_edge
+from gateway.config import GatewayConfig
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
 from services.runtime.tenancy import TENANT_HEADER
@@ -47,6 +51,7 @@ class McpMesh:
         self.ex = ex
         self.router = router
         self.gateway: agent_pb2_grpc.AgentServiceAsyncStub | None = None
+        self.gateway_port = 0
 
     async def tool_names(self, tenant: str) -> set[str]:
         reply = await self.router.ListTools(agent_pb2.ListToolsRequest(), metadata=((TENANT_HEADER, tenant),))
@@ -76,7 +81,8 @@ async def mcp_mesh(redis_client: aioredis.Redis, tmp_path: Path) -> AsyncIterato
             # Polled lists would take a minute: only WatchTools can bring a change within the tests' waits.
             router = await mesh.add_router(tools=ex.address, tool_selection="llm", tools_poll_s=60.0)
             m = McpMesh(mesh, ex, router)
-            m.gateway, _, _ = await mesh.add_gateway()
+            m.gateway, _, server = await mesh.add_gateway()
+            m.gateway_port = server.port
             yield m
         finally:
             await mesh.close()
@@ -133,3 +139,42 @@ async def test_list_changed_makes_a_new_tool_plannable_without_restarting_the_ro
     assert finished.status == common_pb2.TOOL_CALL_STATUS_OK and json.loads(finished.output_json) == {
         "result": 0
     }  # x = 0
+
+
+async def test_a_turn_limited_to_one_servers_tools_is_planned_over_those_alone(mcp_mesh: McpMesh) -> None:
+    # What the Responses API's {"type": "mcp", "server_label": "build"} sends: that server's tools, not the mesh's.
+    assert mcp_mesh.gateway is not None
+    required = agent_pb2.ToolChoice(mode=agent_pb2.TOOL_CHOICE_MODE_REQUIRED)
+    start = agent_pb2.StartTurn(message="Rebuild it.", tool_choice=required, allowed_mesh_tools=["build__rebuild"])
+    result = await converse(mcp_mesh.gateway, start, metadata=ACME)
+    started = [e.tool_call_started.tool_name for e in result.events if e.HasField("tool_call_started")]
+    assert started == ["build__rebuild"], [e.WhichOneof("event") for e in result.events]
+    # A tool this tenant may not use, or one named twice, is refused before the turn starts, naming the field.
+    for names, field in ((["private__add"], b"allowed_mesh_tools[0]"), (["wb__add", "wb__add"], b"[1]")):
+        start = agent_pb2.StartTurn(message="Add.", allowed_mesh_tools=names)
+        done = (await converse(mcp_mesh.gateway, start, metadata=OTHER)).events[-1].turn_completed
+        status = status_pb2.Status.FromString(done.status)
+        assert status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and field in done.status, status
+
+
+async def test_the_responses_api_offers_an_mcp_tool_by_its_server_label(mcp_mesh: McpMesh) -> None:
+    config = replace(GatewayConfig(), http_port=0, api_keys="acme:acme-secret-key", drain_grace_s=0)
+    edge = await start_http_edge(config, mcp_mesh.gateway_port, load_keys(config), None)
+    assert edge is not None
+    url = f"http://127.0.0.1:{edge.port}/v1"
+    body = {"model": "agentmesh-agent", "input": "Rebuild it.", "tool_choice": "required", "max_output_tokens": 8}
+    try:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer acme-secret-key"}) as http:
+            reply = await http.post("/responses", json={**body, "tools": [{"type": "mcp", "server_label": "build"}]})
+            assert reply.status_code == 200, reply.text
+            calls = [item for item in reply.json()["output"] if item["type"] == "mcp_call"]
+            assert [(c["server_label"], c["name"]) for c in calls] == [("build", "rebuild")], reply.json()["output"]
+            for tool, param in (
+                ({"type": "mcp", "server_label": "nowhere"}, "tools[0].server_label"),
+                ({"type": "mcp", "server_label": "wb", "allowed_tools": ["no_such_tool"]}, "tools[0].allowed_tools"),
+                ({"type": "mcp", "server_label": "wb", "allowed_tools": "add"}, "tools[0].allowed_tools"),
+            ):
+                refused = await http.post("/responses", json={**body, "tools": [tool]})
+                assert refused.status_code == 400 and refused.json()["error"]["param"] == param, refused.text
+    finally:
+        await edge.close()
