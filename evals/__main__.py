@@ -90,6 +90,9 @@ class EvalArgs:
     turn_timeout_s: float
     cases_dir: Path = CASES_DIR
     suites: tuple[str, ...] = ("builtin", "generality")
+    generality_dir: Path = GENERALITY_DIR
+    #: Also run the generality prompts without the catalog, as client tools and from an MCP server.
+    compare: bool = True
 
 
 def _positive_int(text: str) -> int:
@@ -139,10 +142,32 @@ def parse_args(argv: Sequence[str] | None = None) -> EvalArgs:
         help="builtin: the cases folder on the built-in tools; generality: the catalog of description-only tools "
         "(evals/generality) registered beside them, and its prompts without it; all (default): both",
     )
+    parser.add_argument(
+        "--generality-cases",
+        type=Path,
+        default=GENERALITY_DIR,
+        help="folder of <split>.jsonl generality cases over the catalog (default: evals/generality)",
+    )
+    parser.add_argument(
+        "--no-compare",
+        action="store_true",
+        help="generality: run only the catalog served in process, not also without it, as client tools and over MCP",
+    )
     ns = parser.parse_args(argv)
     splits = SPLITS if ns.split == "all" else (ns.split,)
     suites = ("builtin", "generality") if ns.suite == "all" else (ns.suite,)
-    return EvalArgs(splits, ns.modes, ns.limit, ns.out, ns.show_heldout, ns.turn_timeout_s, ns.cases, suites)
+    return EvalArgs(
+        splits,
+        ns.modes,
+        ns.limit,
+        ns.out,
+        ns.show_heldout,
+        ns.turn_timeout_s,
+        ns.cases,
+        suites,
+        ns.generality_cases,
+        not ns.no_compare,
+    )
 
 
 def select_cases(cases: Sequence[Case], limit: int | None) -> list[Case]:
@@ -320,7 +345,7 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
     try:
         cases = select_cases(load_cases(args.splits, args.cases_dir), args.limit) if "builtin" in args.suites else []
         catalog = load_catalog() if "generality" in args.suites else {}
-        general = select_cases(load_cases(args.splits, GENERALITY_DIR, catalog), args.limit) if catalog else []
+        general = select_cases(load_cases(args.splits, args.generality_dir, catalog), args.limit) if catalog else []
     except (CaseError, OSError, ValueError) as exc:
         print(f"evals: error: {exc}", file=sys.stderr)
         return 2
@@ -346,27 +371,30 @@ async def run(args: EvalArgs, argv: Sequence[str]) -> int:
                 tools = catalog_tools(catalog)
                 short = common_pb2.SamplingParams(max_tokens=GENERALITY_ANSWER_TOKENS)
                 report = await _suite(redis, inference, args, general, tools, "", progress, short)
-                bare_args = replace(args, modes=("embedding",))
-                bare = await _suite(redis, inference, bare_args, without_catalog(general), (), BARE, progress, short)
-                specs = catalog_specs(catalog)
-                client = await _suite(redis, inference, bare_args, general, (), CLIENT, progress, short, specs)
-                servers = catalog_mcp_servers()
-                mcp = await _suite(redis, inference, bare_args, general, (), MCP, progress, short, mcp_servers=servers)
-                documents.append(
-                    render_markdown(
-                        report,
-                        info,
-                        show_heldout=args.show_heldout,
-                        title=f"Generality evaluation: {len(catalog)} description-only tools beside the built-ins",
-                        about=GENERALITY_ABOUT,
-                    )
-                    + "\n"
-                    + bare_section(bare, general, show_heldout=args.show_heldout)
-                    + "\n"
-                    + client_section(report, client)
-                    + "\n"
-                    + mcp_section(report, mcp)
+                title = f"Generality evaluation: {len(catalog)} description-only tools beside the built-ins"
+                document = render_markdown(
+                    report, info, show_heldout=args.show_heldout, title=title, about=GENERALITY_ABOUT
                 )
+                if args.compare:
+                    bare_args = replace(args, modes=("embedding",))
+                    bare = await _suite(
+                        redis, inference, bare_args, without_catalog(general), (), BARE, progress, short
+                    )
+                    specs = catalog_specs(catalog)
+                    client = await _suite(redis, inference, bare_args, general, (), CLIENT, progress, short, specs)
+                    servers = catalog_mcp_servers()
+                    mcp = await _suite(
+                        redis, inference, bare_args, general, (), MCP, progress, short, mcp_servers=servers
+                    )
+                    document += (
+                        "\n"
+                        + bare_section(bare, general, show_heldout=args.show_heldout)
+                        + "\n"
+                        + client_section(report, client)
+                        + "\n"
+                        + mcp_section(report, mcp)
+                    )
+                documents.append(document)
                 print(_headline(report))
         args.out.write_text(_with_kept_sections("\n".join(documents), args.out), encoding="utf-8")
         print(f"wrote {args.out}")
