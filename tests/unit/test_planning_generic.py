@@ -15,6 +15,7 @@ from services.router.generation import Generator
 from services.router.planning import JUDGE_NAMES, Planner, PlanningSettings, SelectorSettings
 from services.router.planning.candidates import CardIndex
 from services.router.planning.cards import name_words, tool_card
+from services.router.planning.copying import copy_constrained
 from services.router.planning.embedding import MiniLmEmbedder
 from services.router.planning.shots import card_calls
 from services.router.turn_progress import TurnCounters
@@ -57,6 +58,27 @@ def test_a_described_tool_gets_a_worked_call_built_from_its_schema() -> None:
     assert arguments == {"city": "Berlin"} and request == "weather forecast Berlin"  # the quoted example value
     [(_, ticket)] = card_calls(TICKET)
     assert ticket == {"title": "title", "priority": "low"}  # a required value of its type, an enum's first
+
+
+def test_a_described_tools_free_strings_are_copied_from_the_conversation() -> None:
+    schema = FORECAST.parameters_json_schema
+    message = "Will it rain in Lisbon this weekend?"
+    narrowed = json.loads(copy_constrained(schema, message, "", implied=True))
+    options = narrowed["properties"]["city"]["enum"]
+    # The property's own name is no option unless someone said it; the city and the whole ask are.
+    assert "Lisbon" in options and "city" not in options and "Will it rain in Lisbon this weekend" in options
+    assert narrowed["properties"]["days"] == {"type": "integer"}  # numbers are grounding's business
+    ticket = json.loads(copy_constrained(TICKET.parameters_json_schema, "Open a ticket: login fails", implied=True))
+    assert ticket["properties"]["priority"]["enum"] == ["low", "medium", "high"]  # its own rule stays
+    asked = json.loads(
+        copy_constrained(TICKET.parameters_json_schema, "how do I write a good bug report?", implied=True)
+    )
+    assert "I" not in asked["properties"]["title"]["enum"] and "bug report" in asked["properties"]["title"]["enum"]
+    assert copy_constrained(schema, message) == schema  # a tool with examples of its own: untouched
+    hinted = json.dumps({"type": "object", "properties": {"q": {"type": "string", "x-agentmesh-copy": "message"}}})
+    assert json.loads(copy_constrained(hinted, message, implied=True))["properties"]["q"]["enum"] == [
+        "Will it rain in Lisbon this weekend"
+    ]  # a schema with hints is read by its hints
 
 
 @pytest.fixture(scope="module")

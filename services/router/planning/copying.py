@@ -30,11 +30,14 @@ from services.router.planning.hints import (
     COPY_REQUIRED_KEYWORD,
     COPY_WORDS_KEYWORD,
     GROUNDED_NUMBER,
+    HINT_PREFIX,
 )
 from services.runtime.language import ENGLISH, Language
 
 MAX_SPAN_WORDS = 4
 MAX_SPANS = 256
+#: The longest span an implied copy offers besides whole clauses (``implied_copy``).
+IMPLIED_SPAN_WORDS = 6
 _EDGE = "\"'`“”‘’()[]{}<>="
 _KEPT_EDGE = _EDGE.replace("()", "")  # the edge a word keeps its parentheses inside
 
@@ -84,7 +87,7 @@ def _fits(prop: dict[str, Any], shape: object, value: str) -> bool:
     return all(re.search(p, value) is not None for p in patterns)
 
 
-def copy_constrained(schema_json: str, *sources: str) -> str:
+def copy_constrained(schema_json: str, *sources: str, implied: bool = False) -> str:
     """The tool's schema with each copy property (``COPY_KEYWORD``) narrowed to the sources' spans that fit it.
 
     Why: a small model copies well and composes badly — asked for a quantity it
@@ -92,13 +95,55 @@ def copy_constrained(schema_json: str, *sources: str) -> str:
     typed. An enum of the message's spans makes the copy exact by construction;
     a property with no fitting span keeps its free-form schema (the tool then
     says what is wrong).
+
+    ``implied``: the tool is described only and its schema holds no hint (``implied_copy``).
     """
+    if implied and HINT_PREFIX not in schema_json:
+        return implied_copy(schema_json, sources)
     if COPY_KEYWORD not in schema_json:
         return schema_json
     schema, found, _ = copy_options(schema_json, sources)
     for name, options in _one_mention_one_argument(found).items():
         if options:
             schema["properties"][name] = {"type": "string", "enum": options}
+    return json.dumps(schema)
+
+
+def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
+    """A hint-less schema with each free-form string property narrowed to the sources' word spans (up to
+    ``IMPLIED_SPAN_WORDS`` words) or a whole clause of them.
+
+    Why: a tool that brings only a name, a description and a schema has no example of its own to show the fill,
+    so its worked calls are built from the schema (``shots.card_calls``), and the 135M model wrote the property's
+    name as its value ("origin": "origin", "city": "city" — 14 of the generality dev run's fills) or a value
+    nobody said; grounding then dropped the call, and a right choice of tool became no call. Copied spans are
+    grounded by construction. A property with an ``enum``, ``const``, ``format`` or ``pattern`` keeps its own
+    rule; one the sources hold no span for keeps its free-form schema. A span of function words alone is no
+    option (it let near misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
+    """
+    schema = json.loads(schema_json)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return schema_json
+    options: list[str] = []
+    for source in sources:
+        for clause in ENGLISH.span_clauses(source):
+            whole = " ".join(clause.split()).strip(_EDGE + ".,;:!? ")
+            if whole and whole not in options:
+                options.append(whole)
+    options += [o for o in spans(*sources, max_words=IMPLIED_SPAN_WORDS) if o not in options]
+    # A value of function words alone ("I", "how do") names nothing: offered, it let near misses fill a call.
+    options = [o for o in options if _verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
+    if not options:
+        return schema_json
+    for name, prop in props.items():
+        if not isinstance(prop, dict) or prop.get("type") != "string":
+            continue
+        if any(key in prop for key in ("enum", "const", "format", "pattern")):
+            continue
+        fitting = [o for o in options if _fits(prop, True, o)]
+        if fitting:
+            props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)
 
 

@@ -69,7 +69,7 @@ class Filler:
         async def fill_one(name: str) -> str:
             tool = by_name[name]
             text, told = resolved(segments.get(name, turn.message), turn, full, self._language)
-            schema = copy_constrained(tool.parameters_json_schema, text, told)
+            schema = copy_constrained(tool.parameters_json_schema, text, told, implied=not tool.examples)
             known = determined(schema)
             if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
                 return json.dumps(known)

@@ -118,7 +118,9 @@ class LlmJudge:
         shown = [by_name[n] for n in candidates if n in by_name]
         full = context(turn, [t.name for t in shown], index.language)
         text, told = resolved(turn.message, turn, full, index.language)
-        parameters = [(t.name, copy_constrained(t.parameters_json_schema, text, told)) for t in shown]
+        parameters = [
+            (t.name, copy_constrained(t.parameters_json_schema, text, told, implied=not t.examples)) for t in shown
+        ]
         positives: list[tuple[str, dict[str, Any]]] = [
             (q, {"tool": t.name, "arguments": a}) for t in shown for q, a in worked_examples(t) or card_calls(t)
         ]
