@@ -5,9 +5,9 @@ it is planned from its name, description and parameter schema alone (its
 free-form string arguments are then copied from the conversation as if
 marked ``x-agentmesh-copy`` — any word span or a whole clause:
 ``copying.implied_copy`` — and every value is grounded in the conversation).
-A hint only narrows what the fill may write or tells a judge what the tool's own arguments prove; the router keeps the
-keywords out of the grammar it hands the engine (``copying.copy_options``)
-and never sends them to a tool.
+A hint only narrows what the fill may write or tells a judge what the tool's
+own arguments prove; the router keeps the keywords out of the grammar it hands
+the engine (``copying.copy_options``) and never sends them to a tool.
 
 On a string property:
 
