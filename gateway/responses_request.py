@@ -326,6 +326,12 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]] | None, tuple[McpTool, ...]
             label = tool.get("server_label")
             if not isinstance(label, str) or not label:
                 raise InvalidArgument.field(f"{at}.server_label", "the name of an MCP server of the mesh's config")
+            approval = tool.get("require_approval", "never")
+            if approval != "never":
+                raise InvalidArgument.field(
+                    f"{at}.require_approval",
+                    'only "never": the mesh runs its MCP servers\' tools under its own policy and asks no approval',
+                )
             allowed = tool.get("allowed_tools")
             if allowed is not None and (
                 not isinstance(allowed, list) or not allowed or not all(isinstance(n, str) and n for n in allowed)

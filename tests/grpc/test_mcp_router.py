@@ -165,7 +165,8 @@ async def test_the_responses_api_offers_an_mcp_tool_by_its_server_label(mcp_mesh
     body = {"model": "agentmesh-agent", "input": "Rebuild it.", "tool_choice": "required", "max_output_tokens": 8}
     try:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer acme-secret-key"}) as http:
-            reply = await http.post("/responses", json={**body, "tools": [{"type": "mcp", "server_label": "build"}]})
+            build = {"type": "mcp", "server_label": "build", "require_approval": "never"}
+            reply = await http.post("/responses", json={**body, "tools": [build]})
             assert reply.status_code == 200, reply.text
             calls = [item for item in reply.json()["output"] if item["type"] == "mcp_call"]
             assert [(c["server_label"], c["name"]) for c in calls] == [("build", "rebuild")], reply.json()["output"]
@@ -173,6 +174,7 @@ async def test_the_responses_api_offers_an_mcp_tool_by_its_server_label(mcp_mesh
                 ({"type": "mcp", "server_label": "nowhere"}, "tools[0].server_label"),
                 ({"type": "mcp", "server_label": "wb", "allowed_tools": ["no_such_tool"]}, "tools[0].allowed_tools"),
                 ({"type": "mcp", "server_label": "wb", "allowed_tools": "add"}, "tools[0].allowed_tools"),
+                ({"type": "mcp", "server_label": "wb", "require_approval": "always"}, "tools[0].require_approval"),
             ):
                 refused = await http.post("/responses", json={**body, "tools": [tool]})
                 assert refused.status_code == 400 and refused.json()["error"]["param"] == param, refused.text
