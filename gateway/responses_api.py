@@ -185,7 +185,7 @@ class ResponsesEndpoint:
             if req.mcp_tools:
                 authenticated = True
                 allowed = await self._mcp_tools(client, req)
-            if not self._schemas.known(req.tools):
+            if not authenticated and not self._schemas.known(req.tools):
                 await client.list_tools()  # checking a schema costs CPU: only for a caller with a valid key
                 authenticated = True
             try:

@@ -119,8 +119,8 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
         self._slots: dict[str, SlotT] = {}
         self._call: grpc.aio.StreamStreamCall[ReqT, RespT] | None = None
         self._connected = asyncio.Event()
-        # The peer was reached and then lost, and no attempt has reached it since: see ``down``.
-        self._lost = False
+        # Whether the peer was ever reached: a link not connected now is then ``down``, not still starting.
+        self._reached = False
         # Messages for the current call, in order, each with the future its submitter awaits (None: nobody waits).
         self._outbox: deque[tuple[ReqT, asyncio.Future[None] | None]] = deque()
         self._outbox_filled = asyncio.Event()
@@ -162,7 +162,7 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
     def down(self) -> bool:
         """The peer was connected and went away, and has not been reached again (a link that never connected
         is not down: it may still be starting). Callers fail at once on a down link instead of waiting."""
-        return self._lost and not self.connected
+        return self._reached and not self.connected
 
     @property
     def in_flight(self) -> int:
@@ -189,7 +189,7 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
                 if first is None:
                     await call.wait_for_connection()
                 self._connected.set()
-                self._lost = False
+                self._reached = True
                 attempt = 0
                 log.info("connected to %s %s", self.peer, self.target)
                 if first is not None:
@@ -203,7 +203,6 @@ class MuxClient(ABC, Generic[ReqT, RespT, SlotT]):
                     log.warning("lost %s %s: %s", self.peer, self.target, why)
             finally:
                 was_connected = self.connected
-                self._lost = self._lost or was_connected
                 self._connected.clear()
                 if writer is not None:
                     writer.cancel()

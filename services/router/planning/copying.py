@@ -68,6 +68,11 @@ def spans(*texts: str, max_words: int = MAX_SPAN_WORDS, language: Language = ENG
     return list(found)
 
 
+def _whole(text: str) -> str:
+    """``text`` as one value: its whitespace single, edge punctuation and quotes off."""
+    return " ".join(text.split()).strip(_EDGE + ".,;:!? ")
+
+
 def _whole_parentheses(span: str) -> bool:
     """Whether every parenthesis in ``span`` is closed after it opens, and the span is not one wrapped whole
     ("(11 lb)" is offered bare)."""
@@ -125,15 +130,10 @@ def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         return schema_json
-    options: list[str] = []
-    for source in sources:
-        for clause in ENGLISH.span_clauses(source):
-            whole = " ".join(clause.split()).strip(_EDGE + ".,;:!? ")
-            if whole and whole not in options:
-                options.append(whole)
-    options += [o for o in spans(*sources, max_words=IMPLIED_SPAN_WORDS) if o not in options]
+    clauses = (_whole(clause) for source in sources for clause in ENGLISH.span_clauses(source))
+    found = dict.fromkeys([*(c for c in clauses if c), *spans(*sources, max_words=IMPLIED_SPAN_WORDS)])
     # A value of function words alone ("I", "how do") names nothing: offered, it let near misses fill a call.
-    options = [o for o in options if _verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
+    options = [o for o in found if _verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
     if not options:
         return schema_json
     for name, prop in props.items():
@@ -233,7 +233,7 @@ def copy_options(
             marked[COPY_KEYWORD].append(name)
         if shape and prop.get("type") == "string":
             if shape == COPY_MESSAGE:
-                whole = " ".join(sources[0].split()).strip(_EDGE + ".,;:!? ") if sources else ""
+                whole = _whole(sources[0]) if sources else ""
                 found[name] = [whole] if whole and _fits(prop, True, whole) else []
             else:
                 fitting = [s for s in spans(*searched, max_words=max_words) if _fits(prop, shape, s)]
