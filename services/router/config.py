@@ -100,7 +100,7 @@ class RouterConfig(RedisConfig):
         check=non_negative,
     )
     selector_described_choose: float = opt(
-        0.45,
+        0.55,
         "embedding selector: --selector-choose for a tool that brings no example requests (described only)",
         check=non_negative,
     )
@@ -112,6 +112,12 @@ class RouterConfig(RedisConfig):
     selector_described_lead: float = opt(
         0.08,
         "embedding selector: the lead over every other tool that chooses a described-only tool with no intent word",
+        check=non_negative,
+    )
+    selector_described_words: float = opt(
+        0.05,
+        "embedding selector: the weight of a described-only tool's word score (the rare words a message shares "
+        "with its name, description and parameters) added to its cosine similarity; 0: the cosine alone",
         check=non_negative,
     )
     judges: tuple[str, ...] = opt(
@@ -144,6 +150,7 @@ class RouterConfig(RedisConfig):
             described_choose=self.selector_described_choose,
             described_reject=self.selector_described_reject,
             described_lead=self.selector_described_lead,
+            described_words=self.selector_described_words,
         )
         if self.judges:
             return PlanningSettings(judges=self.judges, selector=selector)

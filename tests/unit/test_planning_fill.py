@@ -10,8 +10,9 @@ import pytest
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.planning.copying import applies, copy_constrained, pinned, spans, unmentioned
+from services.router.planning.copying import applies, copy_constrained, pinned, unmentioned
 from services.router.planning.inputs import restated
+from services.router.planning.spans import spans
 from services.router.session_records import ToolRecord
 from services.router.turn_progress import TurnCounters
 from services.runtime.language import ENGLISH

@@ -11,13 +11,14 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.planning.copying import applies, copy_constrained, determined, spans
+from services.router.planning.copying import applies, copy_constrained, determined
 from services.router.planning.grounding import declared_constants, ground, ungrounded
 from services.router.planning.hints import COPY_KEYWORD
 from services.router.planning.inputs import PlanInput
 from services.router.planning.intent_words import intent_words
 from services.router.planning.judges import Decision, Verdict
 from services.router.planning.settings import SelectorSettings
+from services.router.planning.spans import spans
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
 from services.router.turn_progress import TurnCounters
 from services.runtime.language import ENGLISH

@@ -30,6 +30,7 @@ from services.router.planning.card_classifier import CardClassifier
 from services.router.planning.cards import ToolCard, name_words, tool_cards
 from services.router.planning.embedding import Embedder, Vectors
 from services.router.planning.intent_words import intent_words
+from services.router.planning.lexical import WordWeights
 from services.router.planning.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.planning.settings import SelectorSettings
 from services.runtime.language import ENGLISH, Language
@@ -66,6 +67,8 @@ class Cards:
     classifier: CardClassifier | None = None
     #: No-tool examples left out because a loaded tool covers them (``covered``).
     covered: tuple[str, ...] = ()
+    #: The words of each tool's card and their rarity: a described tool's word score (``lexical.py``).
+    words: WordWeights | None = None
 
     def index(self, tool: str) -> int:
         return self.tools.index(tool)
@@ -175,6 +178,7 @@ class CardIndex:
             ),
             classifier=classifier,
             covered=tuple(t for t in self._no_tool if t not in generic),
+            words=WordWeights.of(cards, self.language),
         )
         self._loaded_for = identity
         log.info(
@@ -223,10 +227,15 @@ class CardIndex:
         if cards is None:
             raise RuntimeError("score() before load()")
         vectors = await self._embed(texts)
+        weight = self.settings.described_words
         out = []
         for text, vector in zip(texts, vectors, strict=True):
             per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
+            if weight and cards.words is not None and cards.described.any():
+                # A described tool: its cosine plus the words the text shares with its card (``lexical.py``).
+                words = cards.words.scores(self.language.content_words(text))
+                per_tool += np.where(cards.described, weight * words, 0.0).astype(np.float32)
             out.append(TextScore(text, vector, per_tool, cards.negatives @ vector))
         return out
 

@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from services.router.planning.cards import name_words
+from services.router.planning.formats import shaped
 from services.router.planning.grounding import constants_for, number_pattern
 from services.router.planning.hints import (
     COMPOSE_PATTERN_KEYWORD,
@@ -32,64 +34,11 @@ from services.router.planning.hints import (
     GROUNDED_NUMBER,
     HINT_PREFIX,
 )
-from services.runtime.language import ENGLISH, Language
+from services.router.planning.spans import MAX_SPAN_WORDS, MAX_SPANS, fits, spans, verbatim, whole
+from services.runtime.language import ENGLISH
 
-MAX_SPAN_WORDS = 4
-MAX_SPANS = 256
 #: The longest span an implied copy offers besides whole clauses (``implied_copy``).
 IMPLIED_SPAN_WORDS = 6
-_EDGE = "\"'`“”‘’()[]{}<>="
-_KEPT_EDGE = _EDGE.replace("()", "")  # the edge a word keeps its parentheses inside
-
-
-def spans(*texts: str, max_words: int = MAX_SPAN_WORDS, language: Language = ENGLISH) -> list[str]:
-    """Every run of 1..``max_words`` words within one clause of ``texts``, edge punctuation off, in order,
-    that neither starts nor ends with a glue word."""
-    found: dict[str, None] = {}
-    for text in texts:
-        for clause in language.span_clauses(text):
-            # Each word bare, and with its parentheses: "(12 + 8) * 5" is a span only with them.
-            pairs = [(w.strip(_EDGE).rstrip(".,;:!?"), w.strip(_KEPT_EDGE).rstrip(".,;:!?")) for w in clause.split()]
-            pairs = [p for p in pairs if p[0]]
-            words = [bare for bare, _ in pairs]
-            for i in range(len(words)):
-                if language.is_glue(words[i]):
-                    continue
-                for j in range(i + 1, min(len(words), i + max_words) + 1):
-                    if not (language.is_glue(words[j - 1]) or language.is_article(words[j - 1])):
-                        # A span never cuts a parenthesis in half ("3+4)*(5-2" is no expression).
-                        bare = " ".join(words[i:j])
-                        if _whole_parentheses(bare):
-                            found.setdefault(bare, None)
-                        if any(kept != word for word, kept in pairs[i:j]):  # a word had parentheses
-                            bracketed = " ".join(kept for _, kept in pairs[i:j])
-                            if _whole_parentheses(bracketed):
-                                found.setdefault(bracketed, None)
-    return list(found)
-
-
-def _whole(text: str) -> str:
-    """``text`` as one value: its whitespace single, edge punctuation and quotes off."""
-    return " ".join(text.split()).strip(_EDGE + ".,;:!? ")
-
-
-def _whole_parentheses(span: str) -> bool:
-    """Whether every parenthesis in ``span`` is closed after it opens, and the span is not one wrapped whole
-    ("(11 lb)" is offered bare)."""
-    depth = 0
-    for char in span:
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth < 0:
-            return False
-    wrapped = span.startswith("(") and span.endswith(")") and _whole_parentheses(span[1:-1])
-    return depth == 0 and not wrapped
-
-
-def _fits(prop: dict[str, Any], shape: object, value: str) -> bool:
-    if not prop.get("minLength", 0) <= len(value) <= prop.get("maxLength", len(value)):
-        return False
-    patterns = [p for p in (prop.get("pattern"), shape) if isinstance(p, str)]
-    return all(re.search(p, value) is not None for p in patterns)
 
 
 def copy_constrained(schema_json: str, *sources: str, implied: bool = False) -> str:
@@ -118,30 +67,39 @@ def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
     """A hint-less schema with each free-form string property narrowed to the sources' word spans (up to
     ``IMPLIED_SPAN_WORDS`` words) or a whole clause of them.
 
-    Why: a tool that brings only a name, a description and a schema has no example of its own to show the fill,
-    so its worked calls are built from the schema (``shots.card_calls``), and the 135M model wrote the property's
-    name as its value ("origin": "origin", "city": "city" — 14 of the generality dev run's fills) or a value
-    nobody said; grounding then dropped the call, and a right choice of tool became no call. Copied spans are
-    grounded by construction. A property with an ``enum``, ``const``, ``format`` or ``pattern`` keeps its own
-    rule; one the sources hold no span for keeps its free-form schema. A span of function words alone is no
-    option (it let near misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
+    Why: a tool that brings only a name, a description and a schema has no example of its own to show the
+    fill, and the 135M model wrote the property's name as its value ("origin": "origin", "city": "city" — 14 of
+    the generality dev run's fills) or a value nobody said; grounding then dropped the call, and a right choice
+    of tool became no call. Copied spans are grounded by construction. A property with an ``enum``, ``const`` or
+    ``pattern`` keeps its own rule, one with a ``format`` is offered only the spans of its shape (``formats.py``);
+    one the sources hold no span for keeps its schema. A span of function words alone is no option (it let near
+    misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
     """
     schema = json.loads(schema_json)
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         return schema_json
-    clauses = (_whole(clause) for source in sources for clause in ENGLISH.span_clauses(source))
+    clauses = (whole(clause) for source in sources for clause in ENGLISH.span_clauses(source))
     found = dict.fromkeys([*(c for c in clauses if c), *spans(*sources, max_words=IMPLIED_SPAN_WORDS)])
     # A value of function words alone ("I", "how do") names nothing: offered, it let near misses fill a call.
-    options = [o for o in found if _verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
+    options = [o for o in found if verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
     if not options:
         return schema_json
     for name, prop in props.items():
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
-        if any(key in prop for key in ("enum", "const", "format", "pattern")):
+        if any(key in prop for key in ("enum", "const", "pattern")):
             continue
-        fitting = [o for o in options if _fits(prop, True, o)]
+        # A format names the shape of its values (an address, a date): only spans of that shape fit it.
+        if "format" in prop:
+            fitting = shaped(str(prop["format"]), options)
+        else:
+            fitting = [o for o in options if fits(prop, True, o)]
+        # A value does not start with the word that names its property ("order 88-2201" for ``order_id``) when
+        # the rest of it is an option: the model took the longer span and the tool got "order 88-2201".
+        named = frozenset(name_words(name).split())
+        kept = set(fitting)
+        fitting = [o for o in fitting if not (o.split()[0].lower() in named and o.split(" ", 1)[-1] in kept)]
         if fitting:
             props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)
@@ -233,15 +191,15 @@ def copy_options(
             marked[COPY_KEYWORD].append(name)
         if shape and prop.get("type") == "string":
             if shape == COPY_MESSAGE:
-                whole = _whole(sources[0]) if sources else ""
-                found[name] = [whole] if whole and _fits(prop, True, whole) else []
+                entire = whole(sources[0]) if sources else ""
+                found[name] = [entire] if entire and fits(prop, True, entire) else []
             else:
-                fitting = [s for s in spans(*searched, max_words=max_words) if _fits(prop, shape, s)]
+                fitting = [s for s in spans(*searched, max_words=max_words) if fits(prop, shape, s)]
                 preferred = [s for s in fitting if isinstance(prefer, str) and re.search(prefer, s)]
                 fitting = preferred or fitting
                 # Maximal first: a part of a longer mention stays hidden even when the whole is not verbatim
                 # ("12 + 8" is part of "(12 + 8) * 3", and neither is the expression to copy).
-                found[name] = [s for s in _maximal(fitting) if _verbatim(s, searched)][:MAX_SPANS]
+                found[name] = [s for s in _maximal(fitting) if verbatim(s, searched)][:MAX_SPANS]
             if not found[name] and isinstance(compose, str):
                 # xgrammar takes no pattern beside length bounds: the fill's token limit and the tool bound it.
                 prop.pop("minLength", None)
@@ -249,12 +207,6 @@ def copy_options(
                 grounded = number_pattern(*sources, constants=sorted(constants))
                 prop["pattern"] = compose.replace(GROUNDED_NUMBER, grounded)
     return schema, found, marked
-
-
-def _verbatim(span: str, sources: Sequence[str]) -> bool:
-    """Whether ``span`` is written as it stands in a source: words whose edge punctuation was trimmed are not
-    joined into something the user did not write ("(12 + 8) * 3" holds no "12 + 8 * 3")."""
-    return any(span in " ".join(source.split()) for source in sources)
 
 
 def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]]:

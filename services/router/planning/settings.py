@@ -37,11 +37,13 @@ class SelectorSettings:
     band_confidence: float = 0.75
     #: ``choose`` and ``reject`` for a tool described only (no example requests): a message is compared with a
     #: description then, and those similarities run lower (calibrated on the generality eval's dev split).
-    described_choose: float = 0.45
+    described_choose: float = 0.55
     described_reject: float = 0.25
     #: A tool described only is also chosen, with no intent word of its own in the text, when it scores at least
     #: ``described_choose`` and leads every other tool by this much: the embedding alone is unambiguous then.
     described_lead: float = 0.08
+    #: The weight of a described tool's word score (``lexical.py``) added to its cosine similarity; 0 turns it off.
+    described_words: float = 0.05
     max_tools: int = 3
 
     def __post_init__(self) -> None:
@@ -57,6 +59,8 @@ class SelectorSettings:
             raise ValueError("--selector-pin-lead: must be between 0 and --selector-overrule")
         if not (self.band_confidence == 0 or 0.5 <= self.band_confidence <= 1.0):
             raise ValueError("--selector-band-confidence: must be 0 (off) or between 0.5 and 1")
+        if not 0 <= self.described_words <= 1:
+            raise ValueError("--selector-described-words: must be between 0 and 1")
         if self.max_tools < 1:
             raise ValueError("max_tools: must be at least 1")
 

@@ -2,14 +2,14 @@
 
 A tool from an MCP server or an OpenAI ``tools`` list has no example requests,
 so the LLM judge's worked decisions would all be ``{"tool":"none"}`` — which
-pushes a small model to decide "none" — and its fill would get no example at
-all. ``card_calls`` writes one call per such tool from its schema: a short
+pushes a small model to decide "none". ``card_calls`` writes one call per such tool from its schema: a short
 request made of the tool's name read as words and one value per parameter,
 and the call that copies those values. A value comes from the schema itself
 (``examples``, ``default``, ``const``, the first ``enum`` value, a quoted
 example in the parameter's description), or, for a required parameter with
 none, a value of its type. Optional parameters without a value are left out,
-as a user who does not name them would.
+as a user who does not name them would. (The fill does not use these calls:
+shown one, the 135M model copied the card's values into the user's call.)
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ _LEADING = re.compile(r"^(?:(?:and|also|plus|then)\b\s*)+", re.IGNORECASE)
 _MIN_CLAUSE_WORDS = 3
 #: Characters that make a two-word fragment an ask of its own ("calculate 88*12").
 _NOT_A_WORD = re.compile(r"[\d/*+=^%:]")
+#: How a clause that only qualifies its neighbour starts — a negation or a preposition ("and don't notify
+#: anyone", ", as a draft", ", without the attachments"): it joins the ask before it instead of standing alone.
+_QUALIFIER = re.compile(r"^(?:don'?t|do not|never|without|not|as|with|but|so that)\b", re.IGNORECASE)
 
 # -------------------------------------------------------------------------------------- what an ask looks like
 
@@ -145,6 +148,8 @@ class English:
                 continue
             if merged and (self._short(part) or self._short(merged[-1])):
                 merged[-1] = f"{merged[-1]} and {part}"
+            elif merged and _QUALIFIER.match(part):
+                merged[-1] = f"{merged[-1]}, {part}"
             else:
                 merged.append(part)
         return merged if len(merged) > 1 else []

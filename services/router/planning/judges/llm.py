@@ -25,6 +25,7 @@ from typing import Any
 
 from services.router.metrics import RouterMetrics, count_dropped, count_selection
 from services.router.planning.copying import copy_constrained
+from services.router.planning.formats import complete
 from services.router.planning.grounding import ground
 from services.router.planning.inputs import PlannedCall, context, resolved
 from services.router.planning.judges import Ask, Decision, Verdict
@@ -145,6 +146,8 @@ class LlmJudge:
         if decided is None:
             return []
         name, arguments = decided
+        if not by_name[name].examples:  # a date or address the user wrote reaches its property (``formats.py``)
+            arguments = complete(by_name[name].parameters_json_schema, arguments, text)
         checked = ground(arguments, by_name[name].parameters_json_schema, turn.message, full, language=index.language)
         if checked.arguments is None:
             count_dropped(self._metrics, "ungrounded")

@@ -1,0 +1,83 @@
+"""String formats: a JSON Schema ``format`` read as the shape of the values a user writes for it.
+
+A tool described only brings a schema, and a standard schema already says more
+than its prose: ``{"type": "string", "format": "email"}`` is an address,
+``"date"`` is YYYY-MM-DD. Two uses, both for tools that bring no example:
+
+- **Options.** The implied copy (``copying.implied_copy``) offers a property
+  with a format only the message's spans of that shape. Left free, the 135M
+  model composed addresses nobody wrote ("email@partner.co" for "give
+  sam@partner.co edit access", "budget-2026.xlsx@acme.com").
+- **Completion.** The fill leaves out optional properties it was shown no
+  example of; a date or address the user wrote then reached no argument
+  ("Cancel the 'Vendor sync' on 2026-05-12" cancelled without the date). When
+  the message holds exactly one value of a format that no argument took, and
+  the schema has exactly one property of that format left unset, that value is
+  the property's (``complete``).
+
+Only formats whose values have an unmistakable written shape are read; any
+other format keeps its own rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+#: The written shape of each format read here (the whole value must match).
+SHAPES: dict[str, re.Pattern[str]] = {
+    "email": re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}"),
+    "date": re.compile(r"\d{4}-\d{2}-\d{2}"),
+    "date-time": re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
+    "time": re.compile(r"\d{1,2}:\d{2}(?::\d{2})?"),
+    "uri": re.compile(r"https?://\S+"),
+    "url": re.compile(r"https?://\S+"),
+}
+#: Characters a value written in a sentence may carry at its edges: not part of it.
+_EDGE = "\"'`“”‘’()[]{}<>.,;:!?"
+
+
+def shaped(format_name: str, options: Iterable[str]) -> list[str]:
+    """The options whose whole text has the written shape of ``format_name`` ([] for a format not read here)."""
+    shape = SHAPES.get(format_name)
+    if shape is None:
+        return []
+    return [o for o in options if shape.fullmatch(o)]
+
+
+def values_in(format_name: str, text: str) -> list[str]:
+    """The values of ``format_name``'s shape written in ``text``, in order, each once."""
+    shape = SHAPES.get(format_name)
+    if shape is None:
+        return []
+    found = (w.strip(_EDGE) for w in text.split())
+    return list(dict.fromkeys(w for w in found if shape.fullmatch(w)))
+
+
+def complete(schema_json: str, arguments: dict[str, Any], text: str) -> dict[str, Any]:
+    """``arguments`` with each value of a read format that ``text`` states once and no argument took, set on
+    the one property of that format left unset (see the module docstring); unchanged otherwise."""
+    try:
+        schema = json.loads(schema_json or "{}")
+    except json.JSONDecodeError:
+        return arguments
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return arguments
+    taken = {str(v) for v in arguments.values()}
+    out = dict(arguments)
+    for format_name in SHAPES:
+        unset = [
+            name
+            for name, prop in props.items()
+            if isinstance(prop, dict) and prop.get("format") == format_name and name not in arguments
+        ]
+        left = [v for v in values_in(format_name, text) if v not in taken]
+        if len(unset) == 1 and len(left) == 1:
+            out[unset[0]] = left[0]
+    return out
+
+
+__all__ = ["SHAPES", "complete", "shaped", "values_in"]

@@ -1,0 +1,77 @@
+"""Word spans: the runs of words a message offers as values to copy, and the tests a copied value passes.
+
+Shared by the hinted copy (``copying.copy_constrained``) and the implied copy
+of a hint-less schema (``copying.implied_copy``): one definition of what a span
+is (within a clause, glue words off its edges, parentheses whole), of a span
+being written as the user wrote it (``verbatim``), and of it fitting a
+property's length and pattern (``fits``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from services.runtime.language import ENGLISH, Language
+
+MAX_SPAN_WORDS = 4
+MAX_SPANS = 256
+_EDGE = "\"'`“”‘’()[]{}<>="
+_KEPT_EDGE = _EDGE.replace("()", "")  # the edge a word keeps its parentheses inside
+
+
+def spans(*texts: str, max_words: int = MAX_SPAN_WORDS, language: Language = ENGLISH) -> list[str]:
+    """Every run of 1..``max_words`` words within one clause of ``texts``, edge punctuation off, in order,
+    that neither starts nor ends with a glue word."""
+    found: dict[str, None] = {}
+    for text in texts:
+        for clause in language.span_clauses(text):
+            # Each word bare, and with its parentheses: "(12 + 8) * 5" is a span only with them.
+            pairs = [(w.strip(_EDGE).rstrip(".,;:!?"), w.strip(_KEPT_EDGE).rstrip(".,;:!?")) for w in clause.split()]
+            pairs = [p for p in pairs if p[0]]
+            words = [bare for bare, _ in pairs]
+            for i in range(len(words)):
+                if language.is_glue(words[i]):
+                    continue
+                for j in range(i + 1, min(len(words), i + max_words) + 1):
+                    if not (language.is_glue(words[j - 1]) or language.is_article(words[j - 1])):
+                        # A span never cuts a parenthesis in half ("3+4)*(5-2" is no expression).
+                        bare = " ".join(words[i:j])
+                        if _whole_parentheses(bare):
+                            found.setdefault(bare, None)
+                        if any(kept != word for word, kept in pairs[i:j]):  # a word had parentheses
+                            bracketed = " ".join(kept for _, kept in pairs[i:j])
+                            if _whole_parentheses(bracketed):
+                                found.setdefault(bracketed, None)
+    return list(found)
+
+
+def whole(text: str) -> str:
+    """``text`` as one value: its whitespace single, edge punctuation and quotes off."""
+    return " ".join(text.split()).strip(_EDGE + ".,;:!? ")
+
+
+def _whole_parentheses(span: str) -> bool:
+    """Whether every parenthesis in ``span`` is closed after it opens, and the span is not one wrapped whole
+    ("(11 lb)" is offered bare)."""
+    depth = 0
+    for char in span:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    wrapped = span.startswith("(") and span.endswith(")") and _whole_parentheses(span[1:-1])
+    return depth == 0 and not wrapped
+
+
+def fits(prop: dict[str, Any], shape: object, value: str) -> bool:
+    if not prop.get("minLength", 0) <= len(value) <= prop.get("maxLength", len(value)):
+        return False
+    patterns = [p for p in (prop.get("pattern"), shape) if isinstance(p, str)]
+    return all(re.search(p, value) is not None for p in patterns)
+
+
+def verbatim(span: str, sources: Sequence[str]) -> bool:
+    """Whether ``span`` is written as it stands in a source: words whose edge punctuation was trimmed are not
+    joined into something the user did not write ("(12 + 8) * 3" holds no "12 + 8 * 3")."""
+    return any(span in " ".join(source.split()) for source in sources)

@@ -1,0 +1,75 @@
+"""A described tool's schema read closer: string formats as value shapes, and the word score of its card."""
+
+from __future__ import annotations
+
+import json
+
+from agentmesh.common.v1 import common_pb2
+from services.router.planning.cards import tool_cards
+from services.router.planning.copying import copy_constrained
+from services.router.planning.formats import complete, shaped, values_in
+from services.router.planning.lexical import WordWeights
+from services.runtime.language import ENGLISH
+
+SHARE = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path."},
+            "email": {"type": "string", "format": "email", "description": "Who to share with."},
+            "until": {"type": "string", "format": "date"},
+            "role": {"type": "string", "enum": ["viewer", "editor"]},
+        },
+        "required": ["path", "email"],
+    }
+)
+
+
+def test_a_format_offers_only_the_spans_of_its_shape() -> None:
+    message = "give sam@partner.co edit access to /legal/NDA-draft.docx until 2026-03-01"
+    props = json.loads(copy_constrained(SHARE, message, implied=True))["properties"]
+    assert props["email"]["enum"] == ["sam@partner.co"]  # not a composed "email@partner.co"
+    assert props["until"]["enum"] == ["2026-03-01"]
+    assert "/legal/NDA-draft.docx" in props["path"]["enum"]
+    assert props["role"] == {"type": "string", "enum": ["viewer", "editor"]}  # its own rule stays
+    # No value of the shape in the message: the format keeps its own rule.
+    assert (
+        json.loads(copy_constrained(SHARE, "share the deck with the team", implied=True))["properties"]["email"][
+            "format"
+        ]
+        == "email"
+    )
+    assert shaped("hostname", ["example.com"]) == []  # a format whose values have no written shape here
+
+
+def test_a_value_of_a_format_the_fill_left_out_reaches_its_one_property() -> None:
+    text = "share /q3.pdf with lee@corp.com until 2026-03-01."
+    assert values_in("date", text) == ["2026-03-01"] and values_in("email", text) == ["lee@corp.com"]
+    assert complete(SHARE, {"path": "/q3.pdf", "email": "lee@corp.com"}, text) == {
+        "path": "/q3.pdf",
+        "email": "lee@corp.com",
+        "until": "2026-03-01",
+    }
+    # Two dates and one property: which is meant is not guessed.
+    assert "until" not in complete(SHARE, {"path": "/q3.pdf"}, "from 2026-03-01 to 2026-03-09")
+    # A value an argument already took is not set twice.
+    assert complete(SHARE, {"path": "2026-03-01"}, "2026-03-01") == {"path": "2026-03-01"}
+
+
+def spec(name: str, description: str) -> common_pb2.ToolSpec:
+    return common_pb2.ToolSpec(name=name, description=description, parameters_json_schema='{"type":"object"}')
+
+
+def test_words_only_one_tool_card_uses_weigh_more_than_words_every_card_uses() -> None:
+    cards = tool_cards(
+        [
+            spec("search_chat_history", "Search the team chat history for messages."),
+            spec("search_email", "Search the mailbox for messages."),
+            spec("search_files", "Search the drive for files."),
+        ]
+    )
+    weights = WordWeights.of(cards, ENGLISH)
+    chat, mail, files = weights.scores(ENGLISH.content_words("search the chat for what Lena said about 3 logos"))
+    assert chat > mail == files > 0  # "search" is every tool's; "chat" is one tool's
+    assert weights.weight["chat"] > weights.weight["message"] > weights.weight["search"]
+    assert "<num>" not in weights.weight  # numbers are values, not intent
