@@ -73,3 +73,37 @@ def test_words_only_one_tool_card_uses_weigh_more_than_words_every_card_uses() -
     assert chat > mail == files > 0  # "search" is every tool's; "chat" is one tool's
     assert weights.weight["chat"] > weights.weight["message"] > weights.weight["search"]
     assert "<num>" not in weights.weight  # numbers are values, not intent
+
+
+TODO = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "list": {"type": "string"},
+            "due": {"type": "string", "format": "date"},
+            "status": {"type": "string", "enum": ["open", "in_progress", "done"]},
+        },
+        "required": ["title"],
+    }
+)
+
+
+def test_the_schemas_own_words_are_no_value_while_another_span_is_left() -> None:
+    props = json.loads(
+        copy_constrained(TODO, "add 'call plumber' to my list on 2026-03-01", implied=True, tool_name="add_todo")
+    )["properties"]
+    assert "add" not in props["title"]["enum"] and "call plumber" in props["title"]["enum"]  # the tool's verb
+    assert not any(o.startswith("list") for o in props["list"]["enum"])  # led by its own property's name
+    assert "2026-03-01" not in props["title"]["enum"] and props["due"]["enum"] == ["2026-03-01"]  # the date's
+    # Nothing else left: the schema's own word stays an option rather than leaving the property free.
+    only = json.loads(copy_constrained(TODO, "add", implied=True, tool_name="add_todo"))["properties"]
+    assert only["title"]["enum"] == ["add"]
+
+
+def test_an_enum_value_the_text_names_alone_is_the_propertys() -> None:
+    assert complete(TODO, {"title": "x", "status": "done"}, "any open tasks?")["status"] == "open"
+    assert complete(TODO, {"title": "x"}, "mark it in progress")["status"] == "in_progress"
+    assert "status" not in complete(TODO, {"title": "x"}, "open or done?")  # two named: not guessed
+    # A named value that is a word of the tool's own name is its verb, not a choice.
+    assert complete(TODO, {"title": "x"}, "done: open the door", tool_name="done_todo")["status"] == "open"

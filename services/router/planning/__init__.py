@@ -11,7 +11,10 @@
     planner.py      the walk above, for one turn                            (→ Plan)
 
 Beside the walk: ``settings.py`` (thresholds and the chain, validated once),
-``copying.py`` (the spans a copied argument may take), ``hints.py`` (the
+``spans.py`` and ``copying.py`` (the spans a copied argument may take),
+``formats.py`` (the shapes of ``format`` values: an address, a date),
+``lexical.py`` (the rare words a message shares with a described tool's card,
+added to its cosine), ``hints.py`` (the
 optional ``x-agentmesh-*`` schema keywords, documented in one place),
 ``prompts.py`` and ``shots.py`` (the prompts and worked examples of the LLM
 judge and the fill), ``structured.py`` (one constrained generation),

@@ -41,7 +41,7 @@ from services.runtime.language import ENGLISH
 IMPLIED_SPAN_WORDS = 6
 
 
-def copy_constrained(schema_json: str, *sources: str, implied: bool = False) -> str:
+def copy_constrained(schema_json: str, *sources: str, implied: bool = False, tool_name: str = "") -> str:
     """The tool's schema with each copy property (``COPY_KEYWORD``) narrowed to the sources' spans that fit it.
 
     Why: a small model copies well and composes badly — asked for a quantity it
@@ -50,10 +50,10 @@ def copy_constrained(schema_json: str, *sources: str, implied: bool = False) -> 
     a property with no fitting span keeps its free-form schema (the tool then
     says what is wrong).
 
-    ``implied``: the tool is described only and its schema holds no hint (``implied_copy``).
+    ``implied``: the tool (``tool_name``) is described only and its schema holds no hint (``implied_copy``).
     """
     if implied and HINT_PREFIX not in schema_json:
-        return implied_copy(schema_json, sources)
+        return implied_copy(schema_json, sources, tool_name)
     if COPY_KEYWORD not in schema_json:
         return schema_json
     schema, found, _ = copy_options(schema_json, sources)
@@ -63,7 +63,7 @@ def copy_constrained(schema_json: str, *sources: str, implied: bool = False) -> 
     return json.dumps(schema)
 
 
-def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
+def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") -> str:
     """A hint-less schema with each free-form string property narrowed to the sources' word spans (up to
     ``IMPLIED_SPAN_WORDS`` words) or a whole clause of them.
 
@@ -74,6 +74,12 @@ def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
     ``pattern`` keeps its own rule, one with a ``format`` is offered only the spans of its shape (``formats.py``);
     one the sources hold no span for keeps its schema. A span of function words alone is no option (it let near
     misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
+
+    Three spans are no value of a property while another option is left, all read off the schema: a span of
+    only the words that name the tool or its properties (the user's verb or the schema's own words: a to-do
+    titled "add", a note whose body is "note"), one that starts with its own property's name word ("order
+    88-2201" for ``order_id``, "team about it" for ``team``), and one of a format's shape when another property
+    has that format (the date belongs to ``date``, not to ``event``).
     """
     schema = json.loads(schema_json)
     props = schema.get("properties") if isinstance(schema, dict) else None
@@ -85,6 +91,9 @@ def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
     options = [o for o in found if verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
     if not options:
         return schema_json
+    # The schema's own words (the tool's name, its properties' names) and the formats its properties take.
+    schema_words = ENGLISH.content_words(" ".join(name_words(n) for n in [tool_name, *props]))
+    formats = {str(p["format"]) for p in props.values() if isinstance(p, dict) and "format" in p}
     for name, prop in props.items():
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
@@ -95,11 +104,15 @@ def implied_copy(schema_json: str, sources: Sequence[str]) -> str:
             fitting = shaped(str(prop["format"]), options)
         else:
             fitting = [o for o in options if fits(prop, True, o)]
-        # A value does not start with the word that names its property ("order 88-2201" for ``order_id``) when
-        # the rest of it is an option: the model took the longer span and the tool got "order 88-2201".
-        named = frozenset(name_words(name).split())
-        kept = set(fitting)
-        fitting = [o for o in fitting if not (o.split()[0].lower() in named and o.split(" ", 1)[-1] in kept)]
+        own = frozenset(name_words(name).split())
+        unlikely = [
+            o
+            for o in fitting
+            if ENGLISH.content_words(o) <= schema_words
+            or o.split()[0].lower() in own
+            or any(shaped(f, [o]) for f in formats - {prop.get("format")})
+        ]
+        fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
             props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)

@@ -73,7 +73,9 @@ class Filler:
             tool = by_name[name]
             text, told = resolved(segments.get(name, turn.message), turn, full, self._language)
             asked[name] = text
-            schema = copy_constrained(tool.parameters_json_schema, text, told, implied=not tool.examples)
+            schema = copy_constrained(
+                tool.parameters_json_schema, text, told, implied=not tool.examples, tool_name=tool.name
+            )
             known = determined(schema)
             if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
                 return json.dumps(known)
@@ -96,7 +98,7 @@ class Filler:
                 count_dropped(self._metrics, "unparseable")
                 continue
             if not by_name[name].examples:  # a date or address the user wrote reaches its property
-                arguments = complete(by_name[name].parameters_json_schema, arguments, asked[name])
+                arguments = complete(by_name[name].parameters_json_schema, arguments, asked[name], name)
             checked = ground(
                 arguments, by_name[name].parameters_json_schema, turn.message, full, language=self._language
             )

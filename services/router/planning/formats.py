@@ -17,6 +17,13 @@ than its prose: ``{"type": "string", "format": "email"}`` is an address,
 
 Only formats whose values have an unmistakable written shape are read; any
 other format keeps its own rule.
+
+An ``enum`` is read the same way: a property whose values the text names
+exactly one of gets that one ("any open tickets assigned to kenji?" →
+``status: open``, where the model had written ``in_progress``; "bump it to
+urgent" → ``priority: urgent``). A value matches as whole words, its ``_`` and
+``-`` read as spaces; a text naming two values of one property decides nothing,
+unless one of them is a word of the tool's name ("merge #88 with a rebase").
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ def values_in(format_name: str, text: str) -> list[str]:
     return list(dict.fromkeys(w for w in found if shape.fullmatch(w)))
 
 
-def complete(schema_json: str, arguments: dict[str, Any], text: str) -> dict[str, Any]:
+def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: str = "") -> dict[str, Any]:
     """``arguments`` with each value of a read format that ``text`` states once and no argument took, set on
     the one property of that format left unset (see the module docstring); unchanged otherwise."""
     try:
@@ -77,7 +84,29 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str) -> dict[str
         left = [v for v in values_in(format_name, text) if v not in taken]
         if len(unset) == 1 and len(left) == 1:
             out[unset[0]] = left[0]
+    verb = set(re.split(r"[\W_]+", tool_name.lower()))  # "merge" in "merge #88 with a rebase" names the tool
+    for name, prop in props.items():
+        named = named_choices(prop, text) if isinstance(prop, dict) else []
+        if len(named) > 1:
+            named = [v for v in named if str(v).lower() not in verb]
+        if len(named) == 1:
+            out[name] = named[0]
     return out
 
 
-__all__ = ["SHAPES", "complete", "shaped", "values_in"]
+def named_choices(prop: dict[str, Any], text: str) -> list[str]:
+    """The string ``enum`` values of ``prop`` that ``text`` writes as whole words (``in_progress`` as "in
+    progress"), in the enum's order."""
+    options = prop.get("enum")
+    if not isinstance(options, list):
+        return []
+    lowered = text.lower()
+    named = []
+    for option in options:
+        words = re.split(r"[\s_-]+", option.lower().strip()) if isinstance(option, str) else []
+        if any(words) and re.search(r"\b" + r"[\s_-]+".join(map(re.escape, words)) + r"\b", lowered):
+            named.append(option)
+    return named
+
+
+__all__ = ["SHAPES", "complete", "named_choices", "shaped", "values_in"]

@@ -120,7 +120,8 @@ class LlmJudge:
         full = context(turn, [t.name for t in shown], index.language)
         text, told = resolved(turn.message, turn, full, index.language)
         parameters = [
-            (t.name, copy_constrained(t.parameters_json_schema, text, told, implied=not t.examples)) for t in shown
+            (t.name, copy_constrained(t.parameters_json_schema, text, told, implied=not t.examples, tool_name=t.name))
+            for t in shown
         ]
         positives: list[tuple[str, dict[str, Any]]] = [
             (q, {"tool": t.name, "arguments": a}) for t in shown for q, a in worked_examples(t) or card_calls(t)
@@ -147,7 +148,7 @@ class LlmJudge:
             return []
         name, arguments = decided
         if not by_name[name].examples:  # a date or address the user wrote reaches its property (``formats.py``)
-            arguments = complete(by_name[name].parameters_json_schema, arguments, text)
+            arguments = complete(by_name[name].parameters_json_schema, arguments, text, name)
         checked = ground(arguments, by_name[name].parameters_json_schema, turn.message, full, language=index.language)
         if checked.arguments is None:
             count_dropped(self._metrics, "ungrounded")
