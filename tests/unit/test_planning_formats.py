@@ -95,6 +95,7 @@ def test_the_schemas_own_words_are_no_value_while_another_span_is_left() -> None
     )["properties"]
     assert "add" not in props["title"]["enum"] and "call plumber" in props["title"]["enum"]  # the tool's verb
     assert not any(o.startswith("list") for o in props["list"]["enum"])  # led by its own property's name
+    assert "my list" not in props["title"]["enum"]  # ends with a property's name
     assert "2026-03-01" not in props["title"]["enum"] and props["due"]["enum"] == ["2026-03-01"]  # the date's
     # Nothing else left: the schema's own word stays an option rather than leaving the property free.
     only = json.loads(copy_constrained(TODO, "add", implied=True, tool_name="add_todo"))["properties"]
@@ -107,3 +108,18 @@ def test_an_enum_value_the_text_names_alone_is_the_propertys() -> None:
     assert "status" not in complete(TODO, {"title": "x"}, "open or done?")  # two named: not guessed
     # A named value that is a word of the tool's own name is its verb, not a choice.
     assert complete(TODO, {"title": "x"}, "done: open the door", tool_name="done_todo")["status"] == "open"
+
+
+def test_a_list_of_addresses_the_fill_left_empty_gets_the_addresses_written() -> None:
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "attendees": {"type": "array", "items": {"type": "string", "format": "email"}},
+            },
+        }
+    )
+    text = "lunch with dan@corp.com and lee@corp.com"
+    assert complete(schema, {"title": "lunch", "attendees": []}, text)["attendees"] == ["dan@corp.com", "lee@corp.com"]
+    assert complete(schema, {"attendees": ["dan@corp.com"]}, text)["attendees"] == ["dan@corp.com"]  # it chose

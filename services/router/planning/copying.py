@@ -75,11 +75,11 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     one the sources hold no span for keeps its schema. A span of function words alone is no option (it let near
     misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
 
-    Three spans are no value of a property while another option is left, all read off the schema: a span of
-    only the words that name the tool or its properties (the user's verb or the schema's own words: a to-do
-    titled "add", a note whose body is "note"), one that starts with its own property's name word ("order
-    88-2201" for ``order_id``, "team about it" for ``team``), and one of a format's shape when another property
-    has that format (the date belongs to ``date``, not to ``event``).
+    Two spans are no value of a property while another option is left, both read off the schema: a span that
+    starts or ends with a word naming the tool or one of its properties (the user's verb or the schema's own
+    words: a to-do titled "add", a note whose body is "note", "order 88-2201" for ``order_id``, "Personal
+    list" for ``list``), and one of a format's shape when another property has that format (the date belongs
+    to ``date``, not to ``event``).
     """
     schema = json.loads(schema_json)
     props = schema.get("properties") if isinstance(schema, dict) else None
@@ -93,7 +93,8 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         return schema_json
     # The schema's own words (the tool's name, its properties' names) and the formats its properties take.
     schema_words = ENGLISH.content_words(" ".join(name_words(n) for n in [tool_name, *props]))
-    formats = {str(p["format"]) for p in props.values() if isinstance(p, dict) and "format" in p}
+    shapes = [p.get("items") if isinstance(p, dict) and p.get("type") == "array" else p for p in props.values()]
+    formats = {str(p["format"]) for p in shapes if isinstance(p, dict) and "format" in p}
     for name, prop in props.items():
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
@@ -104,18 +105,23 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             fitting = shaped(str(prop["format"]), options)
         else:
             fitting = [o for o in options if fits(prop, True, o)]
-        own = frozenset(name_words(name).split())
         unlikely = [
             o
             for o in fitting
-            if ENGLISH.content_words(o) <= schema_words
-            or o.split()[0].lower() in own
+            if _schema_word(o.split()[0], schema_words)
+            or _schema_word(o.split()[-1], schema_words)
             or any(shaped(f, [o]) for f in formats - {prop.get("format")})
         ]
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
             props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)
+
+
+def _schema_word(word: str, schema_words: frozenset[str]) -> bool:
+    """Whether ``word`` is one of the words naming a tool or its properties (a function word is not)."""
+    content = ENGLISH.content_words(word)
+    return bool(content) and content <= schema_words
 
 
 def applies(schema_json: str, *sources: str) -> bool:

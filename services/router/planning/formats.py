@@ -13,7 +13,8 @@ than its prose: ``{"type": "string", "format": "email"}`` is an address,
   ("Cancel the 'Vendor sync' on 2026-05-12" cancelled without the date). When
   the message holds exactly one value of a format that no argument took, and
   the schema has exactly one property of that format left unset, that value is
-  the property's (``complete``).
+  the property's (``complete``). A list whose items have a format, left unset
+  or empty, gets every untaken value of that shape ("invite priya@acme.io").
 
 Only formats whose values have an unmistakable written shape are read; any
 other format keeps its own rule.
@@ -75,6 +76,13 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
         return arguments
     taken = {str(v) for v in arguments.values()}
     out = dict(arguments)
+    for name, prop in props.items():
+        items = prop.get("items") if isinstance(prop, dict) and prop.get("type") == "array" else None
+        if isinstance(items, dict) and not out.get(name):  # a list of addresses the fill left empty
+            found = [v for v in values_in(str(items.get("format", "")), text) if v not in taken]
+            if found:
+                out[name] = found
+                taken.update(found)
     for format_name in SHAPES:
         unset = [
             name

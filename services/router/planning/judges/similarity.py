@@ -21,7 +21,8 @@ margin, the model only for the band):
   Anything else is *ambiguous*.
 - Several asks. The message's clauses (the language splits them) are decided
   one by one too; the chosen tools are the union, each remembering the clause
-  that asked for it.
+  that asked for it. Once a clause has chosen, the whole message's choice joins
+  only when it is some clause's best tool (the whole is a blend of the asks).
 - Follow-ups. A message undecided on its own ("And in Paris?") is decided
   again together with the previous user message; one that is itself near a
   no-tool example ("Thanks!") is not.
@@ -78,8 +79,13 @@ class SimilarityJudge:
         for part, v in zip(parts, clause_verdicts, strict=True):
             for name in v.chosen:
                 segments.setdefault(name, part)
+        # Asks the clauses decided outrank the whole message's blend of them: its choice stands beside theirs
+        # only when it is some clause's best tool (the whole of "is payments-api up in production and who's on
+        # call for payments?" was nearest a flight's status, neither clause's).
+        tops = {max(v.scores, key=v.scores.__getitem__) for v in clause_verdicts if v.scores}
         for name in whole.chosen:
-            segments.setdefault(name, ask.message)
+            if not segments or name in tops:
+                segments.setdefault(name, ask.message)
         ruled = self._ruled(ask, cards, parts, clause_verdicts, whole, scores, segments)
         count_selection(self._metrics, "embedding", ruled.decision.value)
         return ruled
