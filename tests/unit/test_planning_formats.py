@@ -9,6 +9,7 @@ from services.router.planning.cards import tool_cards
 from services.router.planning.copying import copy_constrained
 from services.router.planning.formats import complete, shaped, values_in
 from services.router.planning.lexical import WordWeights
+from services.router.planning.spans import quotations
 from services.runtime.language import ENGLISH
 
 SHARE = json.dumps(
@@ -123,3 +124,12 @@ def test_a_list_of_addresses_the_fill_left_empty_gets_the_addresses_written() ->
     text = "lunch with dan@corp.com and lee@corp.com"
     assert complete(schema, {"title": "lunch", "attendees": []}, text)["attendees"] == ["dan@corp.com", "lee@corp.com"]
     assert complete(schema, {"attendees": ["dan@corp.com"]}, text)["attendees"] == ["dan@corp.com"]  # it chose
+
+
+def test_a_quotation_is_one_value_and_another_formats_value_is_no_part_of_this_one() -> None:
+    message = "add 'renew passport' to my list, due 2026-03-31 and mark it urgent"
+    title = json.loads(copy_constrained(TODO, message, implied=True, tool_name="add_todo"))["properties"]["title"]
+    assert "renew passport" in title["enum"]
+    assert "renew" not in title["enum"] and "passport" not in title["enum"]  # parts of the quotation
+    assert not any("2026-03-31" in o for o in title["enum"])  # the date is ``due``'s
+    assert quotations("don't 'x'", "what's “y z”") == ["x", "y z"]  # apostrophes open no quotation

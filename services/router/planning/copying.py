@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.router.planning.cards import name_words
-from services.router.planning.formats import shaped
+from services.router.planning.formats import shaped, values_in
 from services.router.planning.grounding import constants_for, number_pattern
 from services.router.planning.hints import (
     COMPOSE_PATTERN_KEYWORD,
@@ -34,7 +34,7 @@ from services.router.planning.hints import (
     GROUNDED_NUMBER,
     HINT_PREFIX,
 )
-from services.router.planning.spans import MAX_SPAN_WORDS, MAX_SPANS, fits, spans, verbatim, whole
+from services.router.planning.spans import MAX_SPAN_WORDS, MAX_SPANS, fits, quotations, spans, verbatim, whole
 from services.runtime.language import ENGLISH
 
 #: The longest span an implied copy offers besides whole clauses (``implied_copy``).
@@ -75,11 +75,11 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     one the sources hold no span for keeps its schema. A span of function words alone is no option (it let near
     misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
 
-    Two spans are no value of a property while another option is left, both read off the schema: a span that
-    starts or ends with a word naming the tool or one of its properties (the user's verb or the schema's own
-    words: a to-do titled "add", a note whose body is "note", "order 88-2201" for ``order_id``, "Personal
-    list" for ``list``), and one of a format's shape when another property has that format (the date belongs
-    to ``date``, not to ``event``).
+    Three spans are no value of a property while another option is left: a span that starts or ends with a word
+    naming the tool or one of its properties (the user's verb or the schema's own words: a to-do titled "add",
+    a note whose body is "note", "order 88-2201" for ``order_id``, "Personal list" for ``list``); one holding a
+    value of a format another property takes (the date belongs to ``date``, not to ``event``: "2026-05-12 and
+    don't send notifications"); and a part of a quotation (the user quoted "Vendor sync" as one value).
     """
     schema = json.loads(schema_json)
     props = schema.get("properties") if isinstance(schema, dict) else None
@@ -95,6 +95,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     schema_words = ENGLISH.content_words(" ".join(name_words(n) for n in [tool_name, *props]))
     shapes = [p.get("items") if isinstance(p, dict) and p.get("type") == "array" else p for p in props.values()]
     formats = {str(p["format"]) for p in shapes if isinstance(p, dict) and "format" in p}
+    quoted = [f" {q} " for q in quotations(*sources)]
     for name, prop in props.items():
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
@@ -110,7 +111,8 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             for o in fitting
             if _schema_word(o.split()[0], schema_words)
             or _schema_word(o.split()[-1], schema_words)
-            or any(shaped(f, [o]) for f in formats - {prop.get("format")})
+            or any(values_in(f, o) for f in formats - {prop.get("format")})
+            or any(f" {o} " in q and f" {o} " != q for q in quoted)
         ]
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:

@@ -21,6 +21,16 @@ _EDGE = "\"'`“”‘’()[]{}<>="
 _KEPT_EDGE = _EDGE.replace("()", "")  # the edge a word keeps its parentheses inside
 
 
+#: A quotation: a quote mark after a space (or at the start) up to its closing mark before a space or punctuation,
+#: so the apostrophes of "don't" and "what's" open none.
+_QUOTATION = re.compile(r"(?:^|(?<=[\s(\[]))['\"“‘]([^'\"“”‘’]{1,160}?)['\"”’](?=$|[\s.,;:!?)\]])")
+
+
+def quotations(*texts: str) -> list[str]:
+    """The texts the user put in quotes ("add 'call plumber' to my todos" → "call plumber"), in order."""
+    return [m.group(1).strip() for text in texts for m in _QUOTATION.finditer(text) if m.group(1).strip()]
+
+
 def spans(*texts: str, max_words: int = MAX_SPAN_WORDS, language: Language = ENGLISH) -> list[str]:
     """Every run of 1..``max_words`` words within one clause of ``texts``, edge punctuation off, in order,
     that neither starts nor ends with a glue word."""
