@@ -55,7 +55,8 @@ def test_a_described_tools_card_is_its_name_description_and_parameters() -> None
 
 def test_a_described_tool_gets_a_worked_call_built_from_its_schema() -> None:
     [(request, arguments)] = card_calls(FORECAST)
-    assert arguments == {"city": "Berlin"} and request == "weather forecast Berlin"  # the quoted example value
+    assert arguments == {"city": "Berlin"}  # the quoted example value
+    assert request == "Daily forecast for the coming days Berlin"  # the description's first clause and the values
     [(_, ticket)] = card_calls(TICKET)
     assert ticket == {"title": "title", "priority": "low"}  # a required value of its type, an enum's first
 

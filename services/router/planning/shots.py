@@ -2,14 +2,20 @@
 
 A tool from an MCP server or an OpenAI ``tools`` list has no example requests,
 so the LLM judge's worked decisions would all be ``{"tool":"none"}`` — which
-pushes a small model to decide "none". ``card_calls`` writes one call per such tool from its schema: a short
-request made of the tool's name read as words and one value per parameter,
-and the call that copies those values. A value comes from the schema itself
-(``examples``, ``default``, ``const``, the first ``enum`` value, a quoted
-example in the parameter's description), or, for a required parameter with
-none, a value of its type. Optional parameters without a value are left out,
-as a user who does not name them would. (The fill does not use these calls:
-shown one, the 135M model copied the card's values into the user's call.)
+pushes a small model to decide "none". ``card_calls`` writes one call per such
+tool from its schema: a short request made of the first clause of the tool's
+description and one value per parameter, and the call that copies those
+values. A value comes from the schema itself (``examples``, ``default``,
+``const``, the first ``enum`` value, a quoted example in the parameter's
+description), or, for a required parameter with none, a value of its type.
+Optional parameters without a value are left out, as a user who does not name
+them would.
+
+Measured on the generality dev split: the request was the tool's name read as
+words ("get service status service production") until a request in the tool's
+own words let the judge choose right for four more asks (78 → 80 of 108, one
+more near miss taken). The fill does not use these calls: shown one, the 135M
+model copied the card's values into the user's call.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from services.router.planning.cards import name_words
 
 #: A value quoted in a parameter's description ("City name, e.g. 'Berlin'").
 _QUOTED = re.compile(r"[\"'“‘]([^\"'”’]{1,40})[\"'”’]")
+#: Where a description's first sentence or clause ends ("Health of a deployed service: up/degraded/down…").
+_LEAD = re.compile(r"(?<=[.:;!?])\s")
 _BY_TYPE: dict[str, Any] = {"integer": 3, "number": 2.5, "boolean": True}
 
 
@@ -69,7 +77,8 @@ def card_calls(spec: common_pb2.ToolSpec) -> list[tuple[str, dict[str, Any]]]:
     if not required <= arguments.keys():
         return []
     said = " ".join(_said(v) for v in arguments.values() if _said(v))
-    return [(f"{name_words(spec.name)} {said}".strip(), arguments)]
+    lead = _LEAD.split(spec.description.strip())[0].rstrip(".:;!? ") or name_words(spec.name)
+    return [(f"{lead} {said}".strip(), arguments)]
 
 
 def _said(value: Any) -> str:
