@@ -30,7 +30,7 @@ from services.router.planning.card_classifier import CardClassifier
 from services.router.planning.cards import ToolCard, name_words, tool_cards
 from services.router.planning.embedding import Embedder, Vectors
 from services.router.planning.intent_words import intent_words
-from services.router.planning.lexical import WordWeights
+from services.router.planning.lexical import WordWeights, words_of
 from services.router.planning.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.planning.settings import SelectorSettings
 from services.runtime.language import ENGLISH, Language
@@ -84,6 +84,8 @@ class TextScore:
     per_tool: npt.NDArray[np.float32]
     #: Similarity to every negative row.
     negatives: npt.NDArray[np.float32]
+    #: The text's content words (``Language.content_words``): read once, by the word score and the intent check.
+    words: frozenset[str] = frozenset()
 
 
 class CardIndex:
@@ -147,10 +149,7 @@ class CardIndex:
         intents = [intent_words(c.intent_texts, negatives, self.language) for c in cards]
         # A tool described only is also told apart from the other tools: a word another tool's name or description
         # uses ("ticket" in every ticket tool's) is no evidence for one of them, so such an ask goes to the band.
-        card_words = [
-            frozenset().union(*(self.language.content_words(t) for t in (name_words(c.name), *c.positives[:1])))
-            for c in cards
-        ]
+        card_words = [words_of((name_words(c.name), *c.positives[:1]), self.language) for c in cards]
         for i, c in enumerate(cards):
             if c.described:
                 others = frozenset().union(*(w for j, w in enumerate(card_words) if j != i))
@@ -209,7 +208,7 @@ class CardIndex:
                 per_tool[:, i] = (vectors @ rows.T).max(axis=1)
         s = self.settings
         choose = np.where(described, s.described_choose, s.choose)
-        tool_words = [frozenset().union(*(self.language.content_words(t) for t in c.positives)) for c in cards]
+        tool_words = [words_of(c.positives, self.language) for c in cards]
         example_words = [self.language.content_words(t) for t in self._no_tool]
         kept = []
         for j, text in enumerate(self._no_tool):
@@ -232,11 +231,11 @@ class CardIndex:
         for text, vector in zip(texts, vectors, strict=True):
             per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
+            words = self.language.content_words(text)
             if weight and cards.words is not None and cards.described.any():
                 # A described tool: its cosine plus the words the text shares with its card (``lexical.py``).
-                words = cards.words.scores(self.language.content_words(text))
-                per_tool += np.where(cards.described, weight * words, 0.0).astype(np.float32)
-            out.append(TextScore(text, vector, per_tool, cards.negatives @ vector))
+                per_tool += np.where(cards.described, weight * cards.words.scores(words), 0.0).astype(np.float32)
+            out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words))
         return out
 
     def classify(self, vector: Vectors) -> tuple[str, float]:

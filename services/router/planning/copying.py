@@ -96,6 +96,14 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     shapes = [p.get("items") if isinstance(p, dict) and p.get("type") == "array" else p for p in props.values()]
     formats = {str(p["format"]) for p in shapes if isinstance(p, dict) and "format" in p}
     quoted = [f" {q} " for q in quotations(*sources)]
+    # Whatever the property: a span edged by a word of the schema's own names, or a part of a quotation.
+    misplaced = {
+        o
+        for o in options
+        if _schema_word(o.split()[0], schema_words)
+        or _schema_word(o.split()[-1], schema_words)
+        or any(f" {o} " in q and f" {o} " != q for q in quoted)
+    }
     for name, prop in props.items():
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
@@ -106,14 +114,8 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             fitting = shaped(str(prop["format"]), options)
         else:
             fitting = [o for o in options if fits(prop, True, o)]
-        unlikely = [
-            o
-            for o in fitting
-            if _schema_word(o.split()[0], schema_words)
-            or _schema_word(o.split()[-1], schema_words)
-            or any(values_in(f, o) for f in formats - {prop.get("format")})
-            or any(f" {o} " in q and f" {o} " != q for q in quoted)
-        ]
+        others = formats - {prop.get("format")}  # a value of another property's format is that property's
+        unlikely = misplaced.union(o for o in fitting if any(values_in(f, o) for f in others))
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
             props[name] = {"type": "string", "enum": fitting}

@@ -34,6 +34,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from services.router.planning.cards import name_words
+from services.router.planning.spans import whole
+
 #: The written shape of each format read here (the whole value must match).
 SHAPES: dict[str, re.Pattern[str]] = {
     "email": re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}"),
@@ -43,8 +46,6 @@ SHAPES: dict[str, re.Pattern[str]] = {
     "uri": re.compile(r"https?://\S+"),
     "url": re.compile(r"https?://\S+"),
 }
-#: Characters a value written in a sentence may carry at its edges: not part of it.
-_EDGE = "\"'`“”‘’()[]{}<>.,;:!?"
 
 
 def shaped(format_name: str, options: Iterable[str]) -> list[str]:
@@ -60,7 +61,7 @@ def values_in(format_name: str, text: str) -> list[str]:
     shape = SHAPES.get(format_name)
     if shape is None:
         return []
-    found = (w.strip(_EDGE) for w in text.split())
+    found = (whole(w) for w in text.split())  # a word's edge punctuation and quotes are not the value's
     return list(dict.fromkeys(w for w in found if shape.fullmatch(w)))
 
 
@@ -92,7 +93,7 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
         left = [v for v in values_in(format_name, text) if v not in taken]
         if len(unset) == 1 and len(left) == 1:
             out[unset[0]] = left[0]
-    verb = set(re.split(r"[\W_]+", tool_name.lower()))  # "merge" in "merge #88 with a rebase" names the tool
+    verb = set(name_words(tool_name).split())  # "merge" in "merge #88 with a rebase" names the tool
     for name, prop in props.items():
         named = named_choices(prop, text) if isinstance(prop, dict) else []
         if len(named) > 1:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +39,11 @@ from services.runtime.language import Language
 
 #: The token ``content_words`` writes for a number: a value, never a sign of which tool.
 _NUMBER = "<num>"
+
+
+def words_of(texts: Iterable[str], language: Language) -> frozenset[str]:
+    """The content words of all of ``texts`` (``Language.content_words``), as one set: the words of a card."""
+    return frozenset().union(*(language.content_words(t) for t in texts))
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class WordWeights:
         words = []
         for card in cards:
             texts = card.positives if card.described else (name_words(card.name), *card.positives[:1])
-            words.append(frozenset().union(*(language.content_words(t) for t in texts)) - {_NUMBER})
+            words.append(words_of(texts, language) - {_NUMBER})
         counts = Counter(w for ws in words for w in ws)
         n = len(words)
         return cls(tuple(words), {w: math.log((n + 1) / (c + 0.5)) for w, c in counts.items()})
@@ -66,4 +71,4 @@ class WordWeights:
         return np.asarray([sum(self.weight[w] for w in words & mine) for mine in self.words], dtype=np.float32)
 
 
-__all__ = ["WordWeights"]
+__all__ = ["WordWeights", "words_of"]

@@ -66,7 +66,7 @@ class SimilarityJudge:
             return Verdict(Decision.NONE, by=self.name)
         parts = list(ask.clauses)
         texts = list(ask.scored)
-        verdicts = [self._decide(cards, t, index.language.content_words(t.text)) for t in texts]
+        verdicts = [self._decide(cards, t, t.words) for t in texts]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
         if ask.follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
