@@ -11,6 +11,8 @@ from evals.arguments import check_arguments
 from evals.cases import CaseError, load_cases, parse_case
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
 from evals.generality import BUILTINS, invented_tokens, without_catalog
+from evals.stages import row_of, selector_with
+from services.router.planning.judges import Decision, Verdict
 
 
 def test_the_catalog_is_description_only_and_its_cases_load_in_both_splits() -> None:
@@ -66,3 +68,19 @@ def test_without_the_catalog_its_tools_are_no_tool_and_invented_values_are_found
     assert invented_tokens('{"expression": "1000*1000"}', "How much is NVDA trading at?") == ["1000", "1000"]
     assert invented_tokens('{"timezone": "US"}', "Email alice and ask if she is free") == ["US"]
     assert invented_tokens('{"expression": "1,500*2"}', "what is 1,500 times 2") == []
+
+
+def test_the_stage_table_puts_each_verdict_in_one_row() -> None:
+    a, b = frozenset({"a"}), frozenset({"b"})
+    assert row_of(Verdict(Decision.TOOLS, tools=("a",)), a) == 0
+    assert row_of(Verdict(Decision.NONE), frozenset()) == 0
+    assert row_of(Verdict(Decision.TOOLS, tools=("a",)), b) == 1  # the wrong tool, decided
+    assert row_of(Verdict(Decision.NONE), a) == 1  # a missed tool
+    assert row_of(Verdict(Decision.AMBIGUOUS, candidates=("b", "a")), a) == 2
+    # A decided clause with another left open is the LLM judge's: its candidates count.
+    assert row_of(Verdict(Decision.TOOLS, tools=("a",), undecided=(("and b", ("b",)),)), a | b) == 2
+    assert row_of(Verdict(Decision.AMBIGUOUS, candidates=("b",)), a) == 3
+    assert row_of(Verdict(Decision.AMBIGUOUS, candidates=("b",)), frozenset()) == 4
+    assert selector_with(["described_choose=0.5"]).described_choose == 0.5
+    with pytest.raises(SystemExit, match="FIELD=NUMBER"):
+        selector_with(["no_such_field=1"])

@@ -373,11 +373,11 @@ async def test_a_negative_near_only_in_topic_does_not_stand_against_an_ask_in_in
     # The near miss is about Oslo, not the weather: nearer the message than any example, but it shares none
     # of the tool's intent words ("rain", "forecast"), and the message does ("How many ounces is 1 kilogram?"
     # against "Explain how the kilogram is defined").
-    s = await weather_with_near_miss("explain how Oslo got its name Oslo", choose=0.4)
-    ask = await s.select("rain Oslo name explain")
+    s = await weather_with_near_miss("recount how Oslo got its name Oslo", choose=0.4)
+    ask = await s.select("rain Oslo name recount")
     assert ask.decision is Decision.TOOLS and ask.tools == ("weather",)
     assert ask.none_score > ask.scores["weather"]  # nearer in topic
-    assert (await s.select("explain how Oslo got its name")).decision is Decision.NONE
+    assert (await s.select("recount how Oslo got its name")).decision is Decision.NONE
 
 
 def test_numbers_in_words_are_numbers_to_the_intent_check() -> None:
@@ -410,3 +410,32 @@ async def test_a_url_is_embedded_as_words_and_still_marks_the_ask() -> None:
     await s.index.nearest("fetch https://example.com/x/9", [("read https://example.org/other", None)], 1)  # the fill's
     seen = [t for call in embedder.calls for t in call]
     assert not any("://" in t for t in seen) and "summarize this link" in seen
+
+
+# --- a question about a concept is not an ask for a tool on nearness alone ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Why do airlines overbook flights?", True),
+        ("What does CI/CD stand for?", True),
+        ("How does a stock split work?", True),
+        ("Explain what a pull request is", True),
+        ("What's the difference between a forecast and a nowcast?", True),
+        ("Is it rude to reply-all to a company email?", True),
+        ("How do I get from Oslo to Bergen?", False),  # a route: a tool's data
+        ("Should I bring an umbrella to Paris tomorrow?", False),
+        ("What is the weather in Rome?", False),
+        ("Show me why-not-tickets in the backlog", False),  # "why" inside a word, not a question
+    ],
+)
+def test_asks_knowledge(text: str, asks: bool) -> None:
+    assert ENGLISH.asks_knowledge(text) is asks
+
+
+async def test_a_knowledge_question_near_a_tool_is_left_to_the_model() -> None:
+    s = await selector()
+    assert (await s.select("weather forecast rain in Oslo")).tools == ("weather",)
+    held = await s.select("why is the weather forecast for rain in Oslo so often wrong?")
+    assert held.decision is Decision.AMBIGUOUS and held.candidates[0] == "weather"

@@ -52,6 +52,19 @@ URL_WORDS = "this link"
 #: A number written in digits, loosely (for shapes and follow-ups): "1,250", "3.5".
 _DIGITS = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
+#: A question about a concept — its meaning, cause, working, a comparison or good practice — which knowledge
+#: answers, not a tool's data ("what does CI/CD stand for?", "why do airlines overbook?"): its topic words can
+#: put it near a tool's card, so nearness alone does not make it that tool's ask.
+_KNOWLEDGE = re.compile(
+    r"(?:^|[.?!]\s+)(?:so\s+|but\s+|ok\s+|okay\s+)?(?:why|how come)\b"
+    r"|\bexplain\b|\bmeaning of\b|\bdifference between\b|\bpros and cons\b|\btips (?:for|on)\b"
+    r"|\bwhat (?:does|do|did|is)\b[^.?!]{1,40}\b(?:mean|stand for)\b"
+    r"|\bhow (?:does|do|did)\b[^.?!]{1,40}\bwork\b"
+    r"|\b(?:what'?s|what is) (?:a|the) (?:good|best|right) way\b"
+    r"|\bis it (?:rude|polite|ok|okay|normal|bad|wise|weird|acceptable) to\b",
+    re.IGNORECASE,
+)
+
 # --------------------------------------------------------------------------------------------- follow-ups
 
 #: A follow-up that is only a new number ("And 30?", "What about 45?", "How about for 12?").
@@ -169,6 +182,11 @@ class English:
     def shape(self, text: str) -> str:
         """``text`` with every number written as the word "number": what an ask looks like, whatever its values."""
         return _DIGITS.sub("number", text)
+
+    def asks_knowledge(self, text: str) -> bool:
+        """Whether ``text`` asks about a concept (a meaning, a cause, how something works, a comparison, good
+        practice): nearness to a tool's card is then topic, not an ask for the tool."""
+        return _KNOWLEDGE.search(text) is not None
 
     def bare_number(self, message: str) -> str | None:
         """The number of a follow-up that is only a new number ("And 30?"), else None."""

@@ -66,7 +66,7 @@ class SimilarityJudge:
             return Verdict(Decision.NONE, by=self.name)
         parts = list(ask.clauses)
         texts = list(ask.scored)
-        verdicts = [self._decide(cards, t, t.words) for t in texts]
+        verdicts = [self._decide(cards, t, t.words, index.language.asks_knowledge(t.text)) for t in texts]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
         if ask.follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
@@ -158,7 +158,15 @@ class SimilarityJudge:
         ]
         return tuple(sorted(eligible, key=lambda n: -scores[n])[: s.max_tools])
 
-    def _decide(self, cards: Cards, scored: TextScore, words: frozenset[str]) -> _TextVerdict:
+    def _decide(self, cards: Cards, scored: TextScore, words: frozenset[str], knowledge: bool) -> _TextVerdict:
+        """One text's verdict; a text that asks about a concept (``knowledge``) is never chosen for a tool on
+        nearness alone: its topic words are what brought it near, and the band's judges decide it."""
+        verdict = self._near(cards, scored, words)
+        if knowledge and verdict.decision is Decision.TOOLS:
+            return _TextVerdict(Decision.AMBIGUOUS, [], verdict.scores, verdict.none_score)
+        return verdict
+
+    def _near(self, cards: Cards, scored: TextScore, words: frozenset[str]) -> _TextVerdict:
         s = self._settings
         per_tool = scored.per_tool
         negative_sims = scored.negatives

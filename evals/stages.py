@@ -1,0 +1,161 @@
+"""Where the turns go, per stage: the judges that need no generation, run over a case split, no engine.
+
+``python -m evals.stages --suite generality --split dev`` loads the built-in
+tools (and, for ``generality``, the catalog), embeds their cards as the router
+does, and runs every turn through the similarity → schema → classifier judges.
+Each turn lands in one row: decided right, decided wrong, or left to the LLM
+judge (with or without the expected tool among its candidates). A follow-up
+turn is planned as if the turn before it went as expected (its message and
+its expected calls are the previous turn's), so each turn is judged on its own.
+
+Why it exists: an eval run needs the engine and takes minutes; this takes
+seconds after the embedder loads, so a change to the judges can be read on the
+dev split before the eval measures it, and the per-stage table in EVAL.md is
+reproducible. ``--set described_choose=0.5`` overrides one ``SelectorSettings``
+field for the run. ``--show`` prints each wrong or undecided turn with its
+message and scores — refused on a held-out split, which must stay unseen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentmesh.common.v1 import common_pb2
+from evals.cases import CASES_DIR, Case, load_split
+from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
+from services.router.planning.candidates import CardIndex
+from services.router.planning.embedding import MiniLmEmbedder
+from services.router.planning.inputs import PlanInput, restated
+from services.router.planning.judges import Decision, Judge, Verdict, advance, start
+from services.router.planning.judges.classifier import ClassifierJudge
+from services.router.planning.judges.schema import SchemaJudge
+from services.router.planning.judges.similarity import SimilarityJudge
+from services.router.planning.no_tool_examples import CAPABILITY_ASKS, NO_TOOL_EXAMPLES
+from services.router.planning.planner import scored_ask
+from services.router.planning.settings import SelectorSettings
+from services.router.turn_progress import TurnCounters
+from services.runtime.language import language_for
+from services.tools.builtin import default_tools
+from services.tools.convert import spec_to_proto
+
+ROWS = (
+    "decided, right (tool or no tool)",
+    "decided, wrong tool, missed tool or a tool for a near miss",
+    "left to the LLM judge, expected tool among its candidates",
+    "left to the LLM judge, expected tool not a candidate",
+    "left to the LLM judge, no tool expected",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Landing:
+    """One turn's row, and what a reader of a dev split needs to see why."""
+
+    case: str
+    turn: int
+    row: int
+    message: str
+    expected: frozenset[str]
+    verdict: Verdict
+
+
+def selector_with(overrides: Sequence[str]) -> SelectorSettings:
+    """The default thresholds with ``field=value`` overrides (numbers only); an unknown field is an error."""
+    known = {f.name: f for f in dataclasses.fields(SelectorSettings)}
+    values: dict[str, float | int] = {}
+    for item in overrides:
+        name, _, raw = item.partition("=")
+        if name not in known or not raw:
+            raise SystemExit(f"--set {item!r}: expected FIELD=NUMBER, FIELD one of {', '.join(known)}")
+        values[name] = int(raw) if known[name].type in (int, "int") else float(raw)
+    return SelectorSettings(**values)  # type: ignore[arg-type]
+
+
+def row_of(verdict: Verdict, expected: frozenset[str]) -> int:
+    """Which ``ROWS`` entry a verdict after the no-generation judges falls in."""
+    if verdict.settled:
+        chosen = frozenset(verdict.tools) if verdict.decision is Decision.TOOLS else frozenset()
+        return 0 if chosen == expected else 1
+    if not expected:
+        return 4
+    open_ = set(verdict.candidates) | {t for _, cands in verdict.undecided for t in cands} | set(verdict.tools)
+    return 2 if expected <= open_ else 3
+
+
+async def land(
+    cases: Sequence[Case], specs: Sequence[common_pb2.ToolSpec], selector: SelectorSettings
+) -> list[Landing]:
+    """Every turn of ``cases`` through the no-generation judges."""
+    language = language_for("en")
+    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language, CAPABILITY_ASKS)
+    await index.load(specs)
+    judges: list[Judge] = [SimilarityJudge(selector), SchemaJudge(selector), ClassifierJudge(selector)]
+    out = []
+    for case in cases:
+        previous_message = ""
+        previous_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+        for number, spec in enumerate(case.turns, 1):
+            turn = PlanInput(spec.message, "auto", "", common_pb2.PRIORITY_P1, previous_message, "", previous_calls)
+            turn = restated(turn, language)
+            ask = await scored_ask(index, specs, turn, TurnCounters())
+            verdict = await advance(judges, ask, start(ask))
+            out.append(Landing(case.id, number, row_of(verdict, spec.tools), spec.message, spec.tools, verdict))
+            previous_message = spec.message
+            previous_calls = tuple((name, dict(args)) for name, args in spec.args.items())
+    return out
+
+
+def table(landings: Sequence[Landing]) -> str:
+    counts = Counter(landing.row for landing in landings)
+    lines = [f"| stage | turns ({len(landings)}) |", "|---|---|"]
+    lines += [f"| {row} | {counts[i]} |" for i, row in enumerate(ROWS)]
+    return "\n".join(lines)
+
+
+def shown(landing: Landing) -> str:
+    v = landing.verdict
+    top = sorted(v.scores.items(), key=lambda kv: -kv[1])[:4]
+    got = ",".join(v.tools) if v.decision is Decision.TOOLS else v.decision.value
+    return (
+        f"{landing.case}#{landing.turn} [{ROWS[landing.row][:22]}] by={v.by or '-'} got={got} "
+        f"expected={','.join(sorted(landing.expected)) or 'none'}\n    {landing.message}\n    "
+        + " ".join(f"{name}={score:.3f}" for name, score in top)
+        + f" none={v.none_score:.3f}"
+        + (f" cands={','.join(v.candidates[:4])}" if v.decision is Decision.AMBIGUOUS else "")
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.stages", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=("builtin", "generality"), default="generality")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--cases", type=Path, help="the folder holding <split>.jsonl (default: the suite's)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SelectorSettings field")
+    parser.add_argument("--show", action="store_true", help="print each wrong or undecided turn (dev splits only)")
+    args = parser.parse_args(argv)
+    if args.show and args.split != "dev":
+        print("--show prints messages: only a dev split may be read", file=sys.stderr)
+        return 2
+    catalog = load_catalog() if args.suite == "generality" else None
+    folder = args.cases or (GENERALITY_DIR if catalog is not None else CASES_DIR)
+    cases = load_split(args.split, folder, catalog)
+    tools = default_tools() + (catalog_tools(catalog) if catalog is not None else [])
+    specs = [spec_to_proto(tool) for tool in tools]
+    landings = asyncio.run(land(cases, specs, selector_with(args.set)))
+    print(table(landings))
+    if args.show:
+        for landing in landings:
+            if landing.row != 0:
+                print(shown(landing))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
