@@ -121,6 +121,22 @@ async def test_a_no_tool_example_a_loaded_tool_covers_leaves_the_no_tool_class()
     assert index.no_tool_examples == no_tool
 
 
+async def test_a_described_tool_covers_a_no_tool_example_on_the_scale_the_judges_read() -> None:
+    # A described tool's score is its cosine plus the words it shares with the card: coverage reads the same
+    # sum, so an ask the judges would choose the tool for is not also held against it as "no tool".
+    ask = "the chance of wind and a forecast for the coming weekend"
+    covered = []
+    for words in (0.0, 0.05):
+        settings = SelectorSettings(described_choose=0.73, described_words=words)
+        index = CardIndex(BagOfWords(), settings, ["write a poem about the sea"], capability_asks=[ask])
+        await index.load([FORECAST, TICKET])
+        [scored] = await index.score([ask])
+        assert bool(scored.per_tool[0] >= 0.73) is (words > 0)  # the cosine alone is under the threshold
+        assert index.cards is not None
+        covered.append(index.cards.covered)
+    assert covered == [(), (ask,)]
+
+
 async def test_a_changed_tool_list_embeds_only_what_changed() -> None:
     embedder = BagOfWords()
     index = CardIndex(embedder, no_tool_examples=["hello there"])

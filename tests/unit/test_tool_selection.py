@@ -439,3 +439,14 @@ async def test_a_knowledge_question_near_a_tool_is_left_to_the_model() -> None:
     assert (await s.select("weather forecast rain in Oslo")).tools == ("weather",)
     held = await s.select("why is the weather forecast for rain in Oslo so often wrong?")
     assert held.decision is Decision.AMBIGUOUS and held.candidates[0] == "weather"
+
+
+async def test_a_described_tool_over_its_own_reject_keeps_a_text_open_under_a_nearer_tool() -> None:
+    ticket = common_pb2.ToolSpec(name="create_ticket", description="Open a new ticket in the issue tracker.")
+    settings = SelectorSettings(choose=0.95, reject=0.9, margin=0.05, described_choose=0.95, described_reject=0.1)
+    s = Selector(BagOfWords(), settings, no_tool_examples=NO_TOOL)
+    await s.load([*SPECS, ticket])
+    selection = await s.select("weather forecast rain Oslo sunny Paris tomorrow tracker")
+    # The weather tool is nearest but under its reject; the described tool is over its own: the band decides.
+    assert selection.scores["weather"] < 0.9 and 0.1 <= selection.scores["create_ticket"] < selection.scores["weather"]
+    assert selection.decision is Decision.AMBIGUOUS and selection.candidates == ("create_ticket",)

@@ -140,7 +140,8 @@ class CardIndex:
         await self._ensure([*texts, *every_negative, *shapes], keep_only=True)
         positives = self._stack(texts)
         described = np.asarray([c.described for c in cards], dtype=np.bool_)
-        generic = self._uncovered(cards, positives, np.asarray(owner, dtype=np.int64), described)
+        weights = WordWeights.of(cards, self.language)
+        generic = self._uncovered(cards, positives, np.asarray(owner, dtype=np.int64), described, weights)
         negatives = [*generic, *(t for _, t in own_negatives)]
         negative_owner = [CAPABILITY if t in self._capabilities else -1 for t in generic]
         negative_owner += [i for i, _ in own_negatives]
@@ -177,17 +178,11 @@ class CardIndex:
             ),
             classifier=classifier,
             covered=tuple(t for t in self._no_tool if t not in generic),
-            words=WordWeights.of(cards, self.language),
+            words=weights,
         )
         self._loaded_for = identity
-        log.info(
-            "tool cards: %d tools (%d described only), %d card texts, %d no-tool examples (%d covered by a tool)",
-            len(cards),
-            int(described.sum()),
-            len(texts),
-            len(negatives),
-            len(self._no_tool) - len(generic),
-        )
+        counts = (len(cards), int(described.sum()), len(texts), len(negatives), len(self._no_tool) - len(generic))
+        log.info("tool cards: %d tools (%d described only), %d card texts, %d no-tool examples (%d covered)", *counts)
 
     def _uncovered(
         self,
@@ -195,9 +190,10 @@ class CardIndex:
         positives: Vectors,
         owner: npt.NDArray[np.int64],
         described: npt.NDArray[np.bool_],
+        weights: WordWeights,
     ) -> list[str]:
-        """The no-tool examples no loaded tool covers: one nearer a tool's cards than that tool's choose
-        threshold, sharing one of its intent words, is the tool's ask, not "no tool"."""
+        """The no-tool examples no loaded tool covers: one scoring a tool's choose threshold on the judges'
+        scale (cosine and word score), sharing a word of its own with the tool's cards, is the tool's ask."""
         if not cards or not self._no_tool:
             return list(self._no_tool)
         vectors = self._stack(list(self._no_tool))
@@ -210,6 +206,7 @@ class CardIndex:
         choose = np.where(described, s.described_choose, s.choose)
         tool_words = [words_of(c.positives, self.language) for c in cards]
         example_words = [self.language.content_words(t) for t in self._no_tool]
+        per_tool += np.stack([self._word_score(w, described, weights) for w in example_words])
         kept = []
         for j, text in enumerate(self._no_tool):
             # The words it shares with a near tool's cards must be its own: a word the other no-tool examples
@@ -226,17 +223,24 @@ class CardIndex:
         if cards is None:
             raise RuntimeError("score() before load()")
         vectors = await self._embed(texts)
-        weight = self.settings.described_words
         out = []
         for text, vector in zip(texts, vectors, strict=True):
             per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
             words = self.language.content_words(text)
-            if weight and cards.words is not None and cards.described.any():
-                # A described tool: its cosine plus the words the text shares with its card (``lexical.py``).
-                per_tool += np.where(cards.described, weight * cards.words.scores(words), 0.0).astype(np.float32)
+            per_tool += self._word_score(words, cards.described, cards.words)
             out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words))
         return out
+
+    def _word_score(
+        self, words: frozenset[str], described: npt.NDArray[np.bool_], weights: WordWeights | None
+    ) -> npt.NDArray[np.float32]:
+        """What a text's words add to each tool's cosine: for a described tool, the words it shares with the
+        card, by rarity (``lexical.py``); nothing for a tool with examples. One scale for scoring and coverage."""
+        weight = self.settings.described_words
+        if not weight or weights is None or not described.any():
+            return np.zeros(len(described), dtype=np.float32)
+        return np.where(described, weight * weights.scores(words), 0.0).astype(np.float32)
 
     def classify(self, vector: Vectors) -> tuple[str, float]:
         """The card classifier's class for ``vector`` (a tool's name, "" for no tool) and its probability."""

@@ -178,7 +178,7 @@ class SimilarityJudge:
         # tuned against the asks it does not serve, and its own asks are among them.
         generic = cards.negative_owner == -1 if described else cards.negative_owner < 0
         no_tool = float(negative_sims[generic].max()) if generic.any() else -1.0
-        choose, reject = (s.described_choose, s.described_reject) if described else (s.choose, s.reject)
+        choose = s.described_choose if described else s.choose
         mine = cards.negative_owner == best_index
         against = max(no_tool, float(negative_sims[mine].max()) if mine.any() else -1.0)
         # One ask per text: a second tool scoring high on the same text is confusion, not a second ask.
@@ -196,7 +196,9 @@ class SimilarityJudge:
                 return _TextVerdict(Decision.TOOLS, [cards.tools[best_index]], scores, against)
             elif best > against:
                 return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent
-        if best < reject or against - best >= s.margin:
+        # Below reject means below every tool's own: a described tool just under a tool with examples is not out.
+        rejects = np.where(cards.described, s.described_reject, s.reject)
+        if not (per_tool >= rejects).any() or against - best >= s.margin:
             return _TextVerdict(Decision.NONE, [], scores, against)
         return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)
 
