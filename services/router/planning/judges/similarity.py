@@ -16,9 +16,12 @@ margin, the model only for the band):
 - A tool described only (no example requests: its card is its name and
   description) whose text shares no intent word is still chosen when it
   scores ``described_choose`` and leads every other tool by ``described_lead``.
-- A text needs *no tool* when its best tool scores below ``reject`` (or
-  ``described_reject``), or the "not this tool" side beats it by ``margin``.
-  Anything else is *ambiguous*.
+- A text needs *no tool* when every tool scores below its own ``reject`` (or
+  ``described_reject``), or the "not this tool" side beats the best by
+  ``margin``. Anything else is *ambiguous*.
+- A question about a concept (``Language.asks_knowledge``: "why do airlines
+  overbook flights?") is never chosen on nearness alone: its topic words are
+  what brought it near a tool, so it goes to the band.
 - Several asks. The message's clauses (the language splits them) are decided
   one by one too; the chosen tools are the union, each remembering the clause
   that asked for it. Once a clause has chosen, the whole message's choice joins
