@@ -69,7 +69,7 @@ class SimilarityJudge:
             return Verdict(Decision.NONE, by=self.name)
         parts = list(ask.clauses)
         texts = list(ask.scored)
-        verdicts = [self._decide(cards, t, t.words, index.language.asks_knowledge(t.text)) for t in texts]
+        verdicts = [self._decide(cards, t, index.language.asks_knowledge(t.text)) for t in texts]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
         if ask.follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
@@ -153,24 +153,25 @@ class SimilarityJudge:
     def _candidates(self, cards: Cards, scores: dict[str, float], exclude: Sequence[str] = ()) -> tuple[str, ...]:
         """Tools worth asking the band's judges about: above their ``reject``, best first."""
         s = self._settings
-        described = dict(zip(cards.tools, cards.described, strict=True))
-        eligible = [
-            n
-            for n in scores
-            if n not in exclude and scores[n] >= (s.described_reject if described.get(n) else s.reject)
-        ]
+        rejects = dict(zip(cards.tools, self._rejects(cards), strict=True))
+        eligible = [n for n in scores if n not in exclude and scores[n] >= rejects.get(n, s.reject)]
         return tuple(sorted(eligible, key=lambda n: -scores[n])[: s.max_tools])
 
-    def _decide(self, cards: Cards, scored: TextScore, words: frozenset[str], knowledge: bool) -> _TextVerdict:
+    def _rejects(self, cards: Cards) -> npt.NDArray[np.float64]:
+        """Each tool's own ``reject``: ``described_reject`` for a tool described only."""
+        return np.where(cards.described, self._settings.described_reject, self._settings.reject)
+
+    def _decide(self, cards: Cards, scored: TextScore, knowledge: bool) -> _TextVerdict:
         """One text's verdict; a text that asks about a concept (``knowledge``) is never chosen for a tool on
         nearness alone: its topic words are what brought it near, and the band's judges decide it."""
-        verdict = self._near(cards, scored, words)
+        verdict = self._near(cards, scored)
         if knowledge and verdict.decision is Decision.TOOLS:
             return _TextVerdict(Decision.AMBIGUOUS, [], verdict.scores, verdict.none_score)
         return verdict
 
-    def _near(self, cards: Cards, scored: TextScore, words: frozenset[str]) -> _TextVerdict:
+    def _near(self, cards: Cards, scored: TextScore) -> _TextVerdict:
         s = self._settings
+        words = scored.words
         per_tool = scored.per_tool
         negative_sims = scored.negatives
         scores = {name: round(float(per_tool[i]), 4) for i, name in enumerate(cards.tools)}
@@ -200,8 +201,7 @@ class SimilarityJudge:
             elif best > against:
                 return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)  # near in topic, not in intent
         # Below reject means below every tool's own: a described tool just under a tool with examples is not out.
-        rejects = np.where(cards.described, s.described_reject, s.reject)
-        if not (per_tool >= rejects).any() or against - best >= s.margin:
+        if not (per_tool >= self._rejects(cards)).any() or against - best >= s.margin:
             return _TextVerdict(Decision.NONE, [], scores, against)
         return _TextVerdict(Decision.AMBIGUOUS, [], scores, against)
 
