@@ -120,6 +120,12 @@ class RouterConfig(RedisConfig):
         "with its name, description and parameters) added to its cosine similarity; 0: the cosine alone",
         check=non_negative,
     )
+    selector_described_action: float = opt(
+        0.1,
+        "embedding selector: what a described-only tool's score gains when the message's opening verb does what "
+        "the tool's name says (find / search_tickets), and loses when the two differ (find / create_ticket); 0: off",
+        check=non_negative,
+    )
     judges: tuple[str, ...] = opt(
         (),
         "the planning judges in order, comma-separated, from similarity, schema, classifier, llm "
@@ -151,6 +157,7 @@ class RouterConfig(RedisConfig):
             described_reject=self.selector_described_reject,
             described_lead=self.selector_described_lead,
             described_words=self.selector_described_words,
+            described_action=self.selector_described_action,
         )
         if self.judges:
             return PlanningSettings(judges=self.judges, selector=selector)

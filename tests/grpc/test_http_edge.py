@@ -191,7 +191,9 @@ async def test_curl_streams_sse_and_a_client_that_leaves_cancels_the_turn(mesh: 
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
     curl = await asyncio.create_subprocess_exec(
         "curl",
-        "-sN",
+        "-sSN",
+        "--max-time",
+        "30",
         f"{edges['default'].url}/chat/completions",
         "-H",
         f"Authorization: Bearer {KEY}",
@@ -200,9 +202,12 @@ async def test_curl_streams_sse_and_a_client_that_leaves_cancels_the_turn(mesh: 
         "-d",
         json.dumps(body),
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    out, _ = await curl.communicate()
+    out, err = await curl.communicate()
+    assert curl.returncode == 0, (curl.returncode, err.decode())
     events = [line.removeprefix("data: ") for line in out.decode().split("\n\n") if line]
+    assert events, out
     assert events[-1] == "[DONE]" and json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
     async with httpx.AsyncClient(timeout=30) as http:
         long = {**body, "model": "agentmesh-agent", "tool_choice": "none", "max_tokens": 200}

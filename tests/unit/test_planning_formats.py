@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentmesh.common.v1 import common_pb2
 from services.router.planning.cards import tool_cards
 from services.router.planning.copying import copy_constrained
@@ -76,6 +78,41 @@ def test_words_only_one_tool_card_uses_weigh_more_than_words_every_card_uses() -
     assert "<num>" not in weights.weight  # numbers are values, not intent
 
 
+@pytest.mark.parametrize(
+    ("text", "action"),
+    [
+        ("Find open tickets mentioning 'timeout'", "read"),
+        ("can you please look up my orders", "read"),
+        ("I'd like to book a table for two", "create"),
+        ("go ahead and cancel my 3pm", "delete"),
+        ("bump it to urgent", "update"),
+        ("email Sam the deck", "send"),
+        ("merge #88 with a rebase", "=merge"),  # a verb whose kind is not plain stands for itself
+        ("what's on my schedule tomorrow?", None),  # a question: "schedule" is no verb here
+        ("open the onboarding doc", "=open"),  # its kind depends on its object
+        ("", None),
+    ],
+)
+def test_a_requests_action_is_its_opening_verbs_kind(text: str, action: str | None) -> None:
+    assert ENGLISH.action(text) == action
+
+
+def test_a_tool_whose_name_does_another_plain_kind_loses_and_one_that_names_the_verb_gains() -> None:
+    cards = tool_cards(
+        [
+            spec("create_ticket", "A ticket in the tracker."),
+            spec("search_tickets", "Tickets in the tracker, by text."),
+            spec("merge_pull_request", "Merges a pull request."),
+            spec("weather_forecast", "The forecast for a city."),
+        ]
+    )
+    weights = WordWeights.of(cards, ENGLISH)
+    assert weights.actions == ("create", "read", "=merge", "=weather")
+    assert weights.agreement(ENGLISH.action("find open tickets")).tolist() == [-1, 0, 0, 0]  # a shared kind: 0
+    assert weights.agreement(ENGLISH.action("merge #88")).tolist() == [0, 0, 1, 0]
+    assert weights.agreement(None).tolist() == [0, 0, 0, 0]
+
+
 TODO = json.dumps(
     {
         "type": "object",
@@ -133,3 +170,24 @@ def test_a_quotation_is_one_value_and_another_formats_value_is_no_part_of_this_o
     assert "renew" not in title["enum"] and "passport" not in title["enum"]  # parts of the quotation
     assert not any("2026-03-31" in o for o in title["enum"])  # the date is ``due``'s
     assert quotations("don't 'x'", "what's “y z”") == ["x", "y z"]  # apostrophes open no quotation
+
+
+PAGE = json.dumps(
+    {
+        "type": "object",
+        "properties": {"team": {"type": "string"}, "message": {"type": "string"}, "project": {"type": "string"}},
+        "required": ["team", "message"],
+    }
+)
+
+
+def test_a_span_written_beside_a_propertys_name_is_that_propertys_alone() -> None:
+    props = json.loads(copy_constrained(PAGE, "page the database team, sev1: replica lag", implied=True))["properties"]
+    assert props["team"]["enum"] == ["database"]  # "the database team": the label after, an article before
+    assert "database" not in props["message"]["enum"] and "sev1" in props["message"]["enum"]  # not across a comma
+    props = json.loads(copy_constrained(PAGE, "tell project QA for the flaky test", implied=True))["properties"]
+    assert props["project"]["enum"][0] == "QA" and "flaky" not in props["project"]["enum"]  # up to a function word
+    assert "QA" not in props["team"]["enum"]  # another property's label is not this one's while it has others
+    # No label anywhere: every span stays an option of every property.
+    props = json.loads(copy_constrained(PAGE, "ping Lena about the rollout", implied=True))["properties"]
+    assert props["team"]["enum"] == props["message"]["enum"]

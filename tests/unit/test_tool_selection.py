@@ -17,6 +17,7 @@ from services.router.planning.hints import COPY_KEYWORD
 from services.router.planning.inputs import PlanInput
 from services.router.planning.intent_words import intent_words
 from services.router.planning.judges import Decision, Verdict
+from services.router.planning.planner import scored_ask
 from services.router.planning.settings import SelectorSettings
 from services.router.planning.spans import spans
 from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
@@ -450,3 +451,31 @@ async def test_a_described_tool_over_its_own_reject_keeps_a_text_open_under_a_ne
     # The weather tool is nearest but under its reject; the described tool is over its own: the band decides.
     assert selection.scores["weather"] < 0.9 and 0.1 <= selection.scores["create_ticket"] < selection.scores["weather"]
     assert selection.decision is Decision.AMBIGUOUS and selection.candidates == ("create_ticket",)
+
+
+# --- the opening verb against what a described tool's name says it does -----------------------
+
+
+async def test_a_described_tool_whose_name_does_another_kind_loses_to_the_verb_and_a_follow_up_reads_its_own() -> None:
+    tracker = [
+        common_pb2.ToolSpec(name="create_ticket", description="A ticket in the tracker: title and project."),
+        common_pb2.ToolSpec(name="search_tickets", description="Tickets in the tracker matching a text."),
+        common_pb2.ToolSpec(name="update_ticket", description="A ticket's priority or assignee in the tracker."),
+    ]
+    first = "find tickets in the tracker about timeouts"
+    follow_up = PlanInput("bump it to urgent", "auto", "", common_pb2.PRIORITY_P1, previous_message=first)
+    scores = {}
+    for weight in (0.0, 0.1):
+        s = Selector(BagOfWords(), SelectorSettings(described_action=weight), no_tool_examples=NO_TOOL)
+        await s.load(tracker)
+        found = await s.select(first)
+        ask = await scored_ask(s.index, tracker, follow_up, TurnCounters())
+        assert ask.follow_up and ask.scored[-1].text == f"{first} bump it to urgent"
+        scores[weight] = (found.scores, dict(zip(s.index.cards.tools, ask.scored[-1].per_tool.tolist(), strict=True)))
+    (found_off, followed_off), (found_on, followed_on) = scores[0.0], scores[0.1]
+    # "find" reads: the tool that creates loses 0.1, the one that reads keeps its score.
+    assert found_on["create_ticket"] == pytest.approx(found_off["create_ticket"] - 0.1, abs=1e-3)
+    assert found_on["search_tickets"] == pytest.approx(found_off["search_tickets"], abs=1e-3)
+    # The follow-up's text opens with the message before it, but it does what its own verb says ("bump": update).
+    assert followed_on["update_ticket"] == pytest.approx(followed_off["update_ticket"], abs=1e-3)
+    assert followed_on["search_tickets"] == pytest.approx(followed_off["search_tickets"] - 0.1, abs=1e-3)

@@ -206,7 +206,10 @@ class CardIndex:
         choose = np.where(described, s.described_choose, s.choose)
         tool_words = [words_of(c.positives, self.language) for c in cards]
         example_words = [self.language.content_words(t) for t in self._no_tool]
-        per_tool += np.stack([self._word_score(w, described, weights) for w in example_words])
+        actions = [self.language.action(t) for t in self._no_tool]
+        per_tool += np.stack(
+            [self._word_score(w, a, described, weights) for w, a in zip(example_words, actions, strict=True)]
+        )
         kept = []
         for j, text in enumerate(self._no_tool):
             # The words it shares with a near tool's cards must be its own: a word the other no-tool examples
@@ -217,30 +220,38 @@ class CardIndex:
                 kept.append(text)
         return kept
 
-    async def score(self, texts: Sequence[str]) -> list[TextScore]:
-        """Each text against the loaded cards (one embedder call for all)."""
+    async def score(self, texts: Sequence[str], asks: Sequence[str] | None = None) -> list[TextScore]:
+        """Each text against the loaded cards (one embedder call for all). ``asks``: per text, the words whose
+        opening verb is its action (``Language.action``), when not the text's own (a follow-up's text opens
+        with the previous message)."""
         cards = self.cards
         if cards is None:
             raise RuntimeError("score() before load()")
         vectors = await self._embed(texts)
         out = []
-        for text, vector in zip(texts, vectors, strict=True):
+        for text, ask, vector in zip(texts, asks or texts, vectors, strict=True):
             per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
             words = self.language.content_words(text)
-            per_tool += self._word_score(words, cards.described, cards.words)
+            per_tool += self._word_score(words, self.language.action(ask), cards.described, cards.words)
             out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words))
         return out
 
     def _word_score(
-        self, words: frozenset[str], described: npt.NDArray[np.bool_], weights: WordWeights | None
+        self,
+        words: frozenset[str],
+        action: str | None,
+        described: npt.NDArray[np.bool_],
+        weights: WordWeights | None,
     ) -> npt.NDArray[np.float32]:
         """What a text's words add to each tool's cosine: for a described tool, the words it shares with the
-        card, by rarity (``lexical.py``); nothing for a tool with examples. One scale for scoring and coverage."""
-        weight = self.settings.described_words
-        if not weight or weights is None or not described.any():
+        card, by rarity, and whether its opening verb does what the tool's name says (``lexical.py``); nothing
+        for a tool with examples. One scale for scoring and coverage."""
+        s = self.settings
+        if weights is None or not described.any():
             return np.zeros(len(described), dtype=np.float32)
-        return np.where(described, weight * weights.scores(words), 0.0).astype(np.float32)
+        score = s.described_words * weights.scores(words) + s.described_action * weights.agreement(action)
+        return np.where(described, score, 0.0).astype(np.float32)
 
     def classify(self, vector: Vectors) -> tuple[str, float]:
         """The card classifier's class for ``vector`` (a tool's name, "" for no tool) and its probability."""

@@ -34,7 +34,19 @@ from services.router.planning.hints import (
     GROUNDED_NUMBER,
     HINT_PREFIX,
 )
-from services.router.planning.spans import MAX_SPAN_WORDS, MAX_SPANS, fits, quotations, spans, verbatim, whole
+from services.router.planning.labels import labelled, one_owner
+from services.router.planning.spans import (
+    MAX_SPAN_WORDS,
+    MAX_SPANS,
+    fits,
+    maximal,
+    one_mention_one_argument,
+    own_mentions,
+    quotations,
+    spans,
+    verbatim,
+    whole,
+)
 from services.runtime.language import ENGLISH
 
 #: The longest span an implied copy offers besides whole clauses (``implied_copy``).
@@ -57,7 +69,7 @@ def copy_constrained(schema_json: str, *sources: str, implied: bool = False, too
     if COPY_KEYWORD not in schema_json:
         return schema_json
     schema, found, _ = copy_options(schema_json, sources)
-    for name, options in _one_mention_one_argument(found).items():
+    for name, options in one_mention_one_argument(found).items():
         if options:
             schema["properties"][name] = {"type": "string", "enum": options}
     return json.dumps(schema)
@@ -104,6 +116,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         or _schema_word(o.split()[-1], schema_words)
         or any(f" {o} " in q and f" {o} " != q for q in quoted)
     }
+    offered: dict[str, list[str]] = {}
     for name, prop in props.items():
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
@@ -118,7 +131,10 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         unlikely = misplaced.union(o for o in fitting if any(values_in(f, o) for f in others))
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
-            props[name] = {"type": "string", "enum": fitting}
+            offered[name] = fitting
+    # A span written beside a property's name is that property's ("in project QA"): ``labels.py``.
+    for name, fitting in one_owner(offered, labelled(offered, sources, ENGLISH)).items():
+        props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)
 
 
@@ -139,7 +155,7 @@ def applies(schema_json: str, *sources: str) -> bool:
     if COPY_REQUIRED_KEYWORD not in schema_json:
         return True
     _, found, marked = copy_options(schema_json, sources)
-    own = _own_mentions(found)
+    own = own_mentions(found)
     return all(own.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
 
 
@@ -153,7 +169,7 @@ def unmentioned(schema_json: str, *sources: str) -> frozenset[str]:
     """
     if COPY_KEYWORD not in schema_json:
         return frozenset()
-    own = _own_mentions(copy_options(schema_json, sources)[1])
+    own = own_mentions(copy_options(schema_json, sources)[1])
     return frozenset(name for name, options in own.items() if not options)
 
 
@@ -184,7 +200,7 @@ def pinned(schema_json: str, message: str) -> bool:
     spanned = marked[COPY_KEYWORD]
     if not spanned:
         return False
-    own = _own_mentions(found)
+    own = own_mentions(found)
     return all(len(own.get(name, [])) == 1 for name in spanned)
 
 
@@ -222,7 +238,7 @@ def copy_options(
                 fitting = preferred or fitting
                 # Maximal first: a part of a longer mention stays hidden even when the whole is not verbatim
                 # ("12 + 8" is part of "(12 + 8) * 3", and neither is the expression to copy).
-                found[name] = [s for s in _maximal(fitting) if verbatim(s, searched)][:MAX_SPANS]
+                found[name] = [s for s in maximal(fitting) if verbatim(s, searched)][:MAX_SPANS]
             if not found[name] and isinstance(compose, str):
                 # xgrammar takes no pattern beside length bounds: the fill's token limit and the tool bound it.
                 prop.pop("minLength", None)
@@ -230,50 +246,6 @@ def copy_options(
                 grounded = number_pattern(*sources, constants=sorted(constants))
                 prop["pattern"] = compose.replace(GROUNDED_NUMBER, grounded)
     return schema, found, marked
-
-
-def _one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Per copy property, its options less those inside a longer option of another copy property.
-
-    "How many feet is 3 meters?": the quantity is "3 meters", so "meters" is
-    not the target unit — one mention fills one argument (the 135M model chose
-    it 1 time in 3 on our probes). A property is never left with no option by this.
-    """
-    out = {}
-    for name, options in found.items():
-        others = _others(found, name)
-        kept = [o for o in options if not any(_inside(o, x) for x in others)]
-        out[name] = kept or options
-    return out
-
-
-def _own_mentions(found: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Per copy property, its options that are a mention of its own: not inside *every* option of the other
-    copy properties ("kilos" beside "2 kilos" and "5 pounds" is a target for 5 pounds; "miles" beside "26.2
-    miles" alone is not). May leave a property with none (``applies``, ``unmentioned``)."""
-    out = {}
-    for name, options in found.items():
-        others = _others(found, name)
-        out[name] = [o for o in options if not others or not all(_inside(o, x) for x in others)]
-    return out
-
-
-def _others(found: dict[str, list[str]], name: str) -> list[str]:
-    """The options of every copy property but ``name``."""
-    return [o for other, opts in found.items() if other != name for o in opts]
-
-
-def _maximal(options: list[str]) -> list[str]:
-    """The options that are not part of a longer one that is a single mention: "Mexico City" and not "Mexico",
-    "fluid ounces" and not "ounces" — a shorter span inside it is the same mention, cut short. A longer span
-    with a glue word inside ("meters to feet") is two mentions and hides neither."""
-    single = [o for o in options if not any(ENGLISH.is_glue(w) for w in o.split()[1:-1])]
-    return [o for o in options if not any(_inside(o, other) for other in single)]
-
-
-def _inside(part: str, whole: str) -> bool:
-    """Whether ``part`` is a shorter run of ``whole``'s words ("Mexico" in "Mexico City", not "Mexico" itself)."""
-    return len(part) < len(whole) and f" {part} " in f" {whole} "
 
 
 def determined(schema_json: str) -> dict[str, Any] | None:

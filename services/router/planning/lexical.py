@@ -19,6 +19,15 @@ every tool's card uses says nothing about which tool, a word only one card
 uses says much. Numbers are left out (they are values, not intent). The
 weights are recomputed per tool list, so a tool added or removed changes them.
 
+A request's opening verb is evidence of another kind: what it asks done.
+"Find open tickets mentioning 'timeout'" shares "ticket" with every ticket
+tool and embeds nearest the one that creates them; its verb says it reads.
+The language reads the kind of a text's opening verb (``Language.action``:
+read, create, update, delete, send, or the verb itself), and a tool's name
+says its kind the same way ("search_tickets" reads, "create_ticket"
+creates). ``WordWeights.agreement`` is +1 for a tool of the text's kind, -1
+for a tool of another plain kind, 0 where either side has none.
+
 Measured on the generality eval's dev split (single asks, near misses and
 built-in asks, first turns; ``EVAL.md``): the expected tool ranked first for
 26 of 48 single asks by the cosine alone, 32 of 48 with the word score.
@@ -52,6 +61,8 @@ class WordWeights:
 
     words: tuple[frozenset[str], ...]
     weight: dict[str, float]
+    #: Per tool, what its name says it does (``Language.action`` of the name read as words), or None.
+    actions: tuple[str | None, ...] = ()
 
     @classmethod
     def of(cls, cards: Sequence[ToolCard], language: Language) -> WordWeights:
@@ -64,11 +75,26 @@ class WordWeights:
             words.append(words_of(texts, language) - {_NUMBER})
         counts = Counter(w for ws in words for w in ws)
         n = len(words)
-        return cls(tuple(words), {w: math.log((n + 1) / (c + 0.5)) for w, c in counts.items()})
+        actions = tuple(language.action(name_words(card.name)) for card in cards)
+        return cls(tuple(words), {w: math.log((n + 1) / (c + 0.5)) for w, c in counts.items()}, actions)
 
     def scores(self, words: frozenset[str]) -> npt.NDArray[np.float32]:
         """Per tool, the summed weight of the words ``words`` shares with its card."""
         return np.asarray([sum(self.weight[w] for w in words & mine) for mine in self.words], dtype=np.float32)
+
+    def agreement(self, action: str | None) -> npt.NDArray[np.float32]:
+        """Per tool, +1 when its name does ``action`` (a text's, ``Language.action``), -1 when both are plain
+        kinds and differ, 0 otherwise (a verb whose kind is not plain agrees only with itself)."""
+        return np.asarray([_agreement(action, mine) for mine in self.actions], dtype=np.float32)
+
+
+def _agreement(text: str | None, tool: str | None) -> float:
+    if text is None or tool is None:
+        return 0.0
+    literal = text.startswith("=") or tool.startswith("=")
+    if text == tool:
+        return 1.0 if literal else 0.0  # a plain kind is shared by many tools: agreeing on it sets none apart
+    return 0.0 if literal else -1.0
 
 
 __all__ = ["WordWeights", "words_of"]

@@ -68,7 +68,8 @@ async def scored_ask(
     follow_up = f"{turn.previous_message} {turn.message}" if turn.previous_message else ""
     texts = [turn.message, *parts, *([follow_up] if follow_up else [])]
     cards = index.cards
-    scored = tuple(await index.score(texts)) if cards is not None and cards.tools else ()
+    asks = [*texts[:-1], turn.message] if follow_up else texts  # a follow-up does what its own verb says
+    scored = tuple(await index.score(texts, asks)) if cards is not None and cards.tools else ()
     return Ask(turn, specs, counters, index, scored, tuple(parts), follow_up)
 
 

@@ -44,6 +44,10 @@ class SelectorSettings:
     described_lead: float = 0.08
     #: The weight of a described tool's word score (``lexical.py``) added to its cosine similarity; 0 turns it off.
     described_words: float = 0.05
+    #: What a described tool's score gains when the message's opening verb does what the tool's name says it
+    #: does ("find ..." and ``search_tickets``), and loses when both are plain and differ ("find ..." and
+    #: ``create_ticket``): ``Language.action``. 0 turns it off.
+    described_action: float = 0.1
     max_tools: int = 3
 
     def __post_init__(self) -> None:
@@ -61,6 +65,8 @@ class SelectorSettings:
             raise ValueError("--selector-band-confidence: must be 0 (off) or between 0.5 and 1")
         if not 0 <= self.described_words <= 1:
             raise ValueError("--selector-described-words: must be between 0 and 1")
+        if not 0 <= self.described_action <= 1:
+            raise ValueError("--selector-described-action: must be between 0 and 1")
         if self.max_tools < 1:
             raise ValueError("max_tools: must be at least 1")
 

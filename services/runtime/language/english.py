@@ -65,6 +65,31 @@ _KNOWLEDGE = re.compile(
     re.IGNORECASE,
 )
 
+# ------------------------------------------------------------------------------------------------ actions
+
+#: Words a request opens with before its verb ("please", "can you", "I'd like to", "go ahead and").
+_LEAD_IN = frozenset(
+    re.findall(
+        r"[a-z']+",
+        """please pls kindly can could would will you i i'd id like to want wanna need help me let's lets go ahead
+        and just quickly quick also then now ok okay hey hi so actually plus""",
+    )
+)
+#: The kind of thing a request's verb does, for the verbs whose kind is plain whatever follows them: looking
+#: things up, making something new, changing it, removing it, sending it. A tool's name says its kind the same
+#: way ("search_tickets", "create_ticket"), so "find open tickets" is not a ticket to create. Verbs whose kind
+#: depends on their object ("open a ticket" / "open the document", "write a note" / "write back") are left out.
+_VERBS_OF_ACTION = {
+    "read": "find search look lookup locate list show get fetch check read view see display retrieve",
+    "create": "create add make new log record book schedule draft start register",
+    "update": "update change edit modify rename move reschedule bump assign reassign mark",
+    "delete": "delete remove cancel drop clear erase",
+    "send": "send email mail message text post notify ping reply respond forward dm",
+}
+_ACTION_OF_VERB = {verb: action for action, verbs in _VERBS_OF_ACTION.items() for verb in verbs.split()}
+#: A request's first word, lower case, an apostrophe kept ("let's").
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
 # --------------------------------------------------------------------------------------------- follow-ups
 
 #: A follow-up that is only a new number ("And 30?", "What about 45?", "How about for 12?").
@@ -187,6 +212,18 @@ class English:
         """Whether ``text`` asks about a concept (a meaning, a cause, how something works, a comparison, good
         practice): nearness to a tool's card is then topic, not an ask for the tool."""
         return _KNOWLEDGE.search(text) is not None
+
+    def action(self, text: str) -> str | None:
+        """What the request's opening verb does — "read", "create", "update", "delete" or "send" — or the verb
+        itself when its kind is not plain ("merge", "deploy"); None for a question or a text without a verb up
+        front. Read off the first word after the lead-in, so a verb later in the text ("what's on my schedule")
+        is not taken for the ask's."""
+        for word in _WORD.findall(text.lower()):
+            if word not in _LEAD_IN:
+                if word in _ACTION_OF_VERB:
+                    return _ACTION_OF_VERB[word]
+                return None if word.split("'")[0] in STOP_WORDS else f"={word}"  # "what's": a question
+        return None
 
     def bare_number(self, message: str) -> str | None:
         """The number of a follow-up that is only a new number ("And 30?"), else None."""

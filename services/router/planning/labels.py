@@ -1,0 +1,91 @@
+"""Labels: a value the user wrote beside a property's name is that property's value.
+
+People name the slot of a value as they write it: "in project QA", "page
+the database team", "add 2 of product B07XJ8C8F5", "pharmacies near 5th and
+Pine". A tool described only has no example call to show the fill which span
+goes where, and the 135M model put a span in the wrong property or the same
+span in two ("project": "flaky", "team": "lag", "query" and "near" both "5th
+and Pine"). So the implied copy (``copying.implied_copy``) reads the labels:
+a span written right after a word of a property's own name, up to a function
+word or the clause's end ("project QA for ..."), or right before one, from a
+function word ("the database team"; a clause's first words are its verb), is
+*labelled* for that property (an article between label and span aside). A
+property with labelled spans is offered those only; a span labelled for one
+property is no option of another while that one has others left.
+
+Only the property's name is read, not its description: a description's words
+are many and common ("the branch of the repository") and would label half a
+message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.router.planning.cards import name_words
+from services.router.planning.spans import whole
+from services.runtime.language import Language
+
+
+def labelled(offered: dict[str, list[str]], sources: Sequence[str], language: Language) -> dict[str, list[str]]:
+    """Per property, those of its options (``offered``) written right beside a word of its name in a clause of
+    a source (see the module docstring); a property with none is left out."""
+    texts = [
+        words
+        for source in sources
+        for clause in language.span_clauses(source)
+        if (words := [w for w in (whole(w) for w in clause.split()) if w])
+    ]
+    out: dict[str, list[str]] = {}
+    for name, options in offered.items():
+        cues = language.content_words(name_words(name))
+        if not cues:
+            continue
+        found = [o for o in options if not language.content_words(o) & cues and _beside(o, cues, texts, language)]
+        if found:
+            out[name] = found
+    return out
+
+
+def _beside(option: str, cues: frozenset[str], texts: Sequence[Sequence[str]], language: Language) -> bool:
+    """Whether ``option``'s words stand in a text right after a cue word and up to a function word or the end,
+    or right before one and from a function word (a clause's first words are its verb); an article between
+    cue and span aside."""
+    words = option.split()
+    n = len(words)
+
+    def cue(j: int) -> bool:
+        return 0 <= j < len(text) and bool(language.content_words(text[j]) & cues)
+
+    def edge(j: int) -> bool:  # the clause's edge or a function word: where a written value ends
+        return not 0 <= j < len(text) or not language.content_words(text[j])
+
+    for text in texts:
+        for i in range(len(text) - n + 1):
+            if text[i : i + n] != words:
+                continue
+            before = i - 1 - (i >= 1 and language.is_article(text[i - 1]))
+            after = i + n + (i + n < len(text) and language.is_article(text[i + n]))
+            # Before a cue, the span follows a function word: a clause's first words are its verb ("page the
+            # database team", "tell project QA"), not a name.
+            opens = i >= 1 and not language.content_words(text[i - 1])
+            if (cue(before) and edge(i + n)) or (cue(after) and opens):
+                return True
+    return False
+
+
+def one_owner(per_property: dict[str, list[str]], labels: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each property's options with its labelled ones alone when it has any, and less the spans labelled for
+    another property while it keeps one option at least."""
+    out = {}
+    for name, options in per_property.items():
+        own = labels.get(name, [])
+        if own:
+            out[name] = own
+            continue
+        taken = {o for other, spans in labels.items() if other != name for o in spans}
+        out[name] = [o for o in options if o not in taken] or options
+    return out
+
+
+__all__ = ["labelled", "one_owner"]
