@@ -10,9 +10,12 @@ from agentmesh.common.v1 import common_pb2
 from services.router.planning.cards import tool_cards
 from services.router.planning.copying import copy_constrained
 from services.router.planning.formats import complete, shaped, values_in
+from services.router.planning.grounding import ground
 from services.router.planning.lexical import WordWeights
 from services.router.planning.spans import quotations
 from services.runtime.language import ENGLISH
+from services.runtime.time_units import SECONDS, in_unit
+from services.tools.builtin import math_words, units
 
 SHARE = json.dumps(
     {
@@ -191,3 +194,60 @@ def test_a_span_written_beside_a_propertys_name_is_that_propertys_alone() -> Non
     # No label anywhere: every span stays an option of every property.
     props = json.loads(copy_constrained(PAGE, "ping Lena about the rollout", implied=True))["properties"]
     assert props["team"]["enum"] == props["message"]["enum"]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("errors of checkout-service for the last 2 hours", [(2.0, "hour")]),
+        ("free for an hour on 2026-02-17 at 7:30", [(1.0, "hour")]),  # a date, a time: no amount
+        (
+            "2 people, under $150 a night, 30min, v3.8.1, INFRA-77, #88",
+            [(2.0, None), (150.0, None), (30.0, "minute"), (88.0, None)],
+        ),
+        ("snooze it for twenty minutes", [(20.0, "minute")]),
+    ],
+)
+def test_an_amount_is_a_number_written_on_its_own_with_its_time_unit(
+    text: str, found: list[tuple[float, str | None]]
+) -> None:
+    assert ENGLISH.quantities(text) == found
+
+
+LOGS = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "service": {"type": "string"},
+            "since_minutes": {"type": "integer", "minimum": 1},
+            "limit": {"type": "integer", "maximum": 100},
+        },
+        "required": ["service", "since_minutes"],
+    }
+)
+
+
+def test_a_numeric_property_is_offered_the_amounts_in_the_unit_its_name_names_and_grounds_them() -> None:
+    message = "errors of checkout-service on 2026-02-17, the last 2 hours"
+    props = json.loads(copy_constrained(LOGS, message, implied=True))["properties"]
+    assert props["since_minutes"] == {"type": "integer", "enum": [120]}  # 2 hours; not 2026 of the date
+    assert props["limit"] == {"type": "integer", "enum": [2]}  # a property naming no unit: the number as written
+    assert json.loads(copy_constrained(LOGS, "top 500 since 1.5 hours", implied=True))["properties"]["limit"] == {
+        "type": "integer",
+        "maximum": 100,
+    }  # 500 is over its maximum, 1.5 no whole number: no option, the schema stays
+    assert ground({"service": "checkout-service", "since_minutes": 120}, LOGS, message).invented == ()
+    # Converted for the property that names the unit only: 120 is no amount of a property with no unit.
+    assert ground({"service": "checkout-service", "since_minutes": 1, "limit": 120}, LOGS, message).invented
+
+
+def test_the_time_units_have_one_table() -> None:
+    assert math_words.units_in("hour", "minute") == SECONDS["hour"] / SECONDS["minute"]
+    assert units.convert(1, "h", "min") == in_unit(1, "hour", "minute") == 60
+
+
+def test_an_optional_property_the_fill_left_out_gets_the_one_value_labelled_for_it() -> None:
+    message = "add 'renew passport' to my Personal list, due 2026-03-31"
+    assert complete(TODO, {"title": "renew passport"}, message)["list"] == "Personal"
+    assert "list" not in complete(TODO, {"title": "renew passport"}, "add 'renew passport' please")  # no label
+    assert complete(TODO, {"title": "x", "list": "Work"}, message)["list"] == "Work"  # the fill's value stands

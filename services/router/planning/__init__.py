@@ -13,8 +13,11 @@
 Beside the walk: ``settings.py`` (thresholds and the chain, validated once),
 ``spans.py`` and ``copying.py`` (the spans a copied argument may take),
 ``formats.py`` (the shapes of ``format`` values: an address, a date),
-``lexical.py`` (the rare words a message shares with a described tool's card,
-added to its cosine), ``hints.py`` (the
+``labels.py`` (a value written beside a property's name is that property's),
+``quantities.py`` (the amounts a numeric property takes, in the unit its name
+names), ``lexical.py`` (the rare words a message shares with a described
+tool's card, and its opening verb against the tool's name, added to its
+cosine), ``hints.py`` (the
 optional ``x-agentmesh-*`` schema keywords, documented in one place),
 ``prompts.py`` and ``shots.py`` (the prompts and worked examples of the LLM
 judge and the fill), ``structured.py`` (one constrained generation),

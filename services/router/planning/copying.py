@@ -35,6 +35,7 @@ from services.router.planning.hints import (
     HINT_PREFIX,
 )
 from services.router.planning.labels import labelled, one_owner
+from services.router.planning.quantities import amounts
 from services.router.planning.spans import (
     MAX_SPAN_WORDS,
     MAX_SPANS,
@@ -118,6 +119,12 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     }
     offered: dict[str, list[str]] = {}
     for name, prop in props.items():
+        if isinstance(prop, dict) and prop.get("type") in {"integer", "number"} and not {"enum", "const"} & set(prop):
+            # An amount the user wrote on its own, in the unit the property names (``quantities.py``).
+            values = [v for v in amounts(name, prop, sources, ENGLISH) if _within(prop, v)]
+            if values:
+                props[name] = {"type": prop["type"], "enum": values}
+            continue
         if not isinstance(prop, dict) or prop.get("type") != "string":
             continue
         if any(key in prop for key in ("enum", "const", "pattern")):
@@ -136,6 +143,12 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     for name, fitting in one_owner(offered, labelled(offered, sources, ENGLISH)).items():
         props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)
+
+
+def _within(prop: dict[str, Any], value: float) -> bool:
+    """Whether ``value`` meets the property's ``minimum`` and ``maximum``, where it states them."""
+    low, high = prop.get("minimum"), prop.get("maximum")
+    return (not isinstance(low, (int, float)) or value >= low) and (not isinstance(high, (int, float)) or value <= high)
 
 
 def _schema_word(word: str, schema_words: frozenset[str]) -> bool:

@@ -15,6 +15,8 @@ than its prose: ``{"type": "string", "format": "email"}`` is an address,
   the schema has exactly one property of that format left unset, that value is
   the property's (``complete``). A list whose items have a format, left unset
   or empty, gets every untaken value of that shape ("invite priya@acme.io").
+  A free-form property left unset for which the message labels one value
+  gets it ("to my Personal list": ``labels.py``).
 
 Only formats whose values have an unmistakable written shape are read; any
 other format keeps its own rule.
@@ -35,7 +37,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from services.router.planning.cards import name_words
+from services.router.planning.labels import labelled_values
 from services.router.planning.spans import whole
+from services.runtime.language import ENGLISH
 
 #: The written shape of each format read here (the whole value must match).
 SHAPES: dict[str, re.Pattern[str]] = {
@@ -100,6 +104,7 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
             named = [v for v in named if str(v).lower() not in verb]
         if len(named) == 1:
             out[name] = named[0]
+    out.update(labelled_values(props, out, text, ENGLISH))  # "to my Personal list": ``list`` (``labels.py``)
     return out
 
 

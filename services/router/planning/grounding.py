@@ -10,7 +10,10 @@ a call is dropped and counted, never run. Two checks, neither naming a tool:
   implies (the language's ``numbers_in``: "twenty-five", "15%" as 0.15 and
   100, "half" as 2 and 0.5), an identity (0, 1), or a constant the tool's own
   schema declares for a word the conversation uses (``hints.CONSTANTS_KEYWORD``:
-  "week" grounds 7 in "a week in hours"; a stock ask grounds no 1000).
+  "week" grounds 7 in "a week in hours"; a stock ask grounds no 1000). A
+  property whose name names a time unit also takes an amount written in
+  another one, converted ("the last 2 hours" grounds ``since_minutes: 120``:
+  ``quantities.py``).
 - **Words.** A string argument that holds words must share one content word
   with the conversation (after the language folds case, plurals and adverbs),
   unless the schema fixes it (an ``enum`` or ``const``) or marks it as a date
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.router.planning.hints import CONSTANTS_KEYWORD
+from services.router.planning.quantities import amounts, unit_of
 from services.runtime.language import ENGLISH, Language
 
 #: Numbers every argument may use whatever the conversation says.
@@ -156,10 +160,14 @@ def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language:
     words = said - {"<num>"}
     invented: dict[str, str] = {}
     for name, value in arguments.items():
-        missing = [n for n in _values(value, language) if not _close_to_any(n, allowed)]
+        prop = props.get(name)
+        own = allowed
+        if isinstance(prop, dict) and unit_of(name, language):  # "2 hours" grounds 120 for ``since_minutes``
+            own = allowed | {float(v) for v in amounts(name, prop, sources, language)}
+        missing = [n for n in _values(value, language) if not _close_to_any(n, own)]
         if missing:
             invented[name] = f"{name}: {', '.join(map(_plain, missing))} not in the conversation"
-        elif (text := _unsupported(value, props.get(name), words, language)) is not None:
+        elif (text := _unsupported(value, prop, words, language)) is not None:
             invented[name] = f"{name}: {text!r} shares no word with the conversation"
     if not invented:
         return Grounded(arguments)

@@ -11,7 +11,9 @@ word or the clause's end ("project QA for ..."), or right before one, from a
 function word ("the database team"; a clause's first words are its verb), is
 *labelled* for that property (an article between label and span aside). A
 property with labelled spans is offered those only; a span labelled for one
-property is no option of another while that one has others left.
+property is no option of another while that one has others left. After the
+fill, an optional property the model left out gets the one value labelled for
+it (``labelled_values``, read by ``formats.complete``).
 
 Only the property's name is read, not its description: a description's words
 are many and common ("the branch of the repository") and would label half a
@@ -21,9 +23,10 @@ message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from services.router.planning.cards import name_words
-from services.router.planning.spans import whole
+from services.router.planning.spans import MAX_SPAN_WORDS, spans, whole
 from services.runtime.language import Language
 
 
@@ -88,4 +91,28 @@ def one_owner(per_property: dict[str, list[str]], labels: dict[str, list[str]]) 
     return out
 
 
-__all__ = ["labelled", "one_owner"]
+def labelled_values(props: dict[str, Any], arguments: dict[str, Any], text: str, language: Language) -> dict[str, str]:
+    """The free-form string properties ``arguments`` left unset for which ``text`` labels exactly one value that
+    no argument took ("add 'renew passport' to my Personal list": ``list`` is "Personal"); the fill leaves out
+    an optional property it was shown no example of."""
+    taken = {str(v) for v in arguments.values()}
+    options = [o for o in spans(text, max_words=MAX_SPAN_WORDS, language=language) if _names_something(o, language)]
+    unset = {
+        name: [o for o in options if o not in taken]
+        for name, prop in props.items()
+        if name not in arguments
+        and isinstance(prop, dict)
+        and prop.get("type") == "string"
+        and not {"enum", "const", "pattern", "format"} & set(prop)
+    }
+    found = labelled(unset, [text], language)
+    return {name: values[0] for name, values in found.items() if len(values) == 1}
+
+
+def _names_something(span: str, language: Language) -> bool:
+    """A span that opens and closes on a content word ("Personal", not "my Personal")."""
+    words = span.split()
+    return bool(language.content_words(words[0])) and bool(language.content_words(words[-1]))
+
+
+__all__ = ["labelled", "labelled_values", "one_owner"]

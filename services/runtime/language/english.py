@@ -90,6 +90,26 @@ _ACTION_OF_VERB = {verb: action for action, verbs in _VERBS_OF_ACTION.items() fo
 #: A request's first word, lower case, an apostrophe kept ("let's").
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
+# -------------------------------------------------------------------------------------------- quantities
+
+#: How each time unit (a key of ``services.runtime.time_units.SECONDS``) is written, before a number's unit or
+#: glued to it ("2 hours", "30min", "an hour").
+_TIME_UNIT_SPELLINGS = {
+    "millisecond": "ms msec millisecond milliseconds",
+    "second": "sec secs second seconds",
+    "minute": "min mins minute minutes",
+    "hour": "h hr hrs hour hours",
+    "day": "day days",
+    "week": "wk wks week weeks",
+    "fortnight": "fortnight fortnights",
+}
+_TIME_UNIT_OF = {spelled: unit for unit, words in _TIME_UNIT_SPELLINGS.items() for spelled in words.split()}
+#: A number written on its own — a price's currency sign, a count's "#" and a percent sign aside, a time unit
+#: glued on ("30min") — not a piece of a date, a time, a version or an id ("2026-02-17", "7:30", "3.8.1").
+_QUANTITY = re.compile(r"[$€£#~]?(?P<n>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?P<unit>[a-z]+)?%?")
+#: A word's edge punctuation and quotes, off before it is read as a quantity.
+_QUANTITY_EDGE = ",.;:!?()[]{}\"'“”‘’"
+
 # --------------------------------------------------------------------------------------------- follow-ups
 
 #: A follow-up that is only a new number ("And 30?", "What about 45?", "How about for 12?").
@@ -224,6 +244,28 @@ class English:
                     return _ACTION_OF_VERB[word]
                 return None if word.split("'")[0] in STOP_WORDS else f"={word}"  # "what's": a question
         return None
+
+    def time_unit(self, word: str) -> str | None:
+        """The time unit (a key of ``time_units.SECONDS``) ``word`` spells ("mins": minute), else None."""
+        return _TIME_UNIT_OF.get(word.lower())
+
+    def quantities(self, text: str) -> list[tuple[float, str | None]]:
+        """The numbers ``text`` writes on their own (in digits or words), each with the time unit written after
+        it or glued to it, or None: "the last 2 hours" is (2, hour), "an hour" (1, hour), "under $150"
+        (150, None); a date, a time, a version or an id holds none."""
+        words = [w.strip(_QUANTITY_EDGE) for w in words_to_digits(text.lower()).split()]
+        out: list[tuple[float, str | None]] = []
+        for i, word in enumerate(words):
+            after = _TIME_UNIT_OF.get(words[i + 1]) if i + 1 < len(words) else None
+            if word in {"a", "an"} and after:
+                out.append((1.0, after))
+                continue
+            written = _QUANTITY.fullmatch(word)
+            if written is None or (written["unit"] and written["unit"] not in _TIME_UNIT_OF):
+                continue  # "5th", "7am": not an amount
+            unit = _TIME_UNIT_OF[written["unit"]] if written["unit"] else after
+            out.append((float(written["n"].replace(",", "")), unit))
+        return out
 
     def bare_number(self, message: str) -> str | None:
         """The number of a follow-up that is only a new number ("And 30?"), else None."""

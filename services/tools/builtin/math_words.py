@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 
 from services.runtime.numbers import WORDED_NUMBER, words_to_digits
+from services.runtime.time_units import SECONDS
 
 _NUM = r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 #: An operand: a number, a parenthesised group without nesting, or a function call of one.
@@ -29,18 +30,14 @@ _LEAD = re.compile(
 )
 _TAIL = re.compile(r"\s*(?:please|for me)?\s*[?=.!]*\s*$", re.IGNORECASE)
 
-#: Time units in seconds, for "how many minutes are in 3 hours": how many of one unit another holds. A year
-#: is 365 days; months count only against years (a month has no fixed number of days).
+#: Time units in seconds, for "how many minutes are in 3 hours": how many of one unit another holds. The fixed
+#: lengths are the shared table's; a counting problem's year is 365 days (and its decade and century follow),
+#: and months count only against years (a month has no fixed number of days).
 _SECONDS = {
-    "second": 1,
-    "minute": 60,
-    "hour": 3600,
-    "day": 86400,
-    "week": 604800,
-    "fortnight": 1209600,
-    "year": 31536000,
-    "decade": 315360000,
-    "century": 3153600000,
+    **{unit: int(seconds) for unit, seconds in SECONDS.items() if seconds >= 1},
+    "year": 365 * int(SECONDS["day"]),
+    "decade": 3650 * int(SECONDS["day"]),
+    "century": 36500 * int(SECONDS["day"]),
 }
 _MONTHS = {"month": 1, "year": 12, "decade": 120, "century": 1200}
 #: Each time unit's spellings, singular and plural.

@@ -10,7 +10,8 @@ gallon, fl oz) are the US ones; the imperial ones are ``imp pt`` and ``imp gal``
 so is "year" (365 or 365.25 days).
 
 Every unit converts by a factor to its dimension's base unit (metre, kilogram,
-litre, kelvin, metre per second, square metre, second); temperatures also carry
+litre, kelvin, metre per second, square metre, second: the time units' lengths are the shared
+``services.runtime.time_units`` table); temperatures also carry
 an offset, K = (value + offset) * factor. Errors are ``ToolError``s the agent
 can act on: an unknown unit names the supported ones, and converting between
 dimensions says which two met; between a volume and ounces, the ounces are
@@ -24,6 +25,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from services.runtime.time_units import SECONDS
 from services.tools.registry import ToolError
 
 
@@ -103,12 +105,12 @@ UNITS = (
     Unit("mi2", "area", 2589988.110336, "mi²|sq mi|square mile"),
     Unit("acre", "area", 4046.8564224, "ac"),
     Unit("ha", "area", 10000.0, "hectare"),
-    Unit("ms", "time", 0.001, "millisecond|msec"),
-    Unit("s", "time", 1.0, "second|sec"),
-    Unit("min", "time", 60.0, "minute"),
-    Unit("h", "time", 3600.0, "hour|hr"),
-    Unit("day", "time", 86400.0, ""),
-    Unit("week", "time", 604800.0, "wk"),
+    Unit("ms", "time", SECONDS["millisecond"], "millisecond|msec"),
+    Unit("s", "time", SECONDS["second"], "second|sec"),
+    Unit("min", "time", SECONDS["minute"], "minute"),
+    Unit("h", "time", SECONDS["hour"], "hour|hr"),
+    Unit("day", "time", SECONDS["day"], ""),
+    Unit("week", "time", SECONDS["week"], "wk"),
 )
 AMBIGUOUS = {
     "ton": "say 't' (metric ton), 'short ton' (US) or 'long ton' (UK)",

@@ -1,0 +1,52 @@
+"""Quantities: the amounts a user wrote, as a numeric property of a tool described only takes them.
+
+A tool described only shows the fill no example call, and the 135M model
+wrote numbers the user never meant: ``duration_minutes: 2026`` (the year of
+"free for an hour on 2026-02-17"), ``since_minutes: 2`` for "the last 2
+hours". Two facts fix both:
+
+- An amount is a number written on its own (``Language.quantities``): not a
+  piece of a date, a time, a version or an id.
+- A property whose name names a time unit (``since_minutes``,
+  ``timeout_seconds``) takes an amount written with another time unit in its
+  own unit ("2 hours" is 120 minutes, "an hour" 60), by the shared table
+  (``services.runtime.time_units``).
+
+The implied copy (``copying.implied_copy``) offers a numeric property only
+these values (an integer property the whole ones); grounding
+(``grounding.ground``) accepts a converted value for the property that names
+the unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from services.router.planning.cards import name_words
+from services.runtime.language import Language
+from services.runtime.time_units import in_unit
+
+
+def unit_of(name: str, language: Language) -> str | None:
+    """The time unit a property's name names ("since_minutes": minute), else None."""
+    return next((u for w in name_words(name).split() if (u := language.time_unit(w))), None)
+
+
+def amounts(name: str, prop: dict[str, Any], sources: Sequence[str], language: Language) -> list[float | int]:
+    """The values the sources offer property ``name`` (see the module docstring), in order, each once."""
+    unit = unit_of(name, language)
+    out: dict[float | int, None] = {}
+    for source in sources:
+        for number, written in language.quantities(source):
+            value = in_unit(number, written, unit) if unit is not None and written is not None else number
+            if prop.get("type") == "integer":
+                if not value.is_integer():
+                    continue
+                out.setdefault(int(value), None)
+            else:
+                out.setdefault(value, None)
+    return list(out)
+
+
+__all__ = ["amounts", "unit_of"]
