@@ -471,7 +471,9 @@ async def test_a_described_tool_whose_name_does_another_kind_loses_to_the_verb_a
         found = await s.select(first)
         ask = await scored_ask(s.index, tracker, follow_up, TurnCounters())
         assert ask.follow_up and ask.scored[-1].text == f"{first} bump it to urgent"
-        scores[weight] = (found.scores, dict(zip(s.index.cards.tools, ask.scored[-1].per_tool.tolist(), strict=True)))
+        cards = s.index.cards
+        assert cards is not None
+        scores[weight] = (found.scores, dict(zip(cards.tools, ask.scored[-1].per_tool.tolist(), strict=True)))
     (found_off, followed_off), (found_on, followed_on) = scores[0.0], scores[0.1]
     # "find" reads: the tool that creates loses 0.1, the one that reads keeps its score.
     assert found_on["create_ticket"] == pytest.approx(found_off["create_ticket"] - 0.1, abs=1e-3)
