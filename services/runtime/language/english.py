@@ -86,7 +86,14 @@ _VERBS_OF_ACTION = {
     "delete": "delete remove cancel drop clear erase",
     "send": "send email mail message text post notify ping reply respond forward dm",
 }
-_ACTION_OF_VERB = {verb: action for action, verbs in _VERBS_OF_ACTION.items() for verb in verbs.split()}
+
+
+def _by_word(table: dict[str, str]) -> dict[str, str]:
+    """A table of names to the words that write them, read the other way: each word to its name."""
+    return {word: name for name, words in table.items() for word in words.split()}
+
+
+_ACTION_OF_VERB = _by_word(_VERBS_OF_ACTION)
 #: A request's first word, lower case, an apostrophe kept ("let's").
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -103,7 +110,7 @@ _TIME_UNIT_SPELLINGS = {
     "week": "wk wks week weeks",
     "fortnight": "fortnight fortnights",
 }
-_TIME_UNIT_OF = {spelled: unit for unit, words in _TIME_UNIT_SPELLINGS.items() for spelled in words.split()}
+_TIME_UNIT_OF = _by_word(_TIME_UNIT_SPELLINGS)
 #: A number written on its own — a price's currency sign, a count's "#" and a percent sign aside, a time unit
 #: glued on ("30min") — not a piece of a date, a time, a version or an id ("2026-02-17", "7:30", "3.8.1").
 _QUANTITY = re.compile(r"[$€£#~]?(?P<n>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?P<unit>[a-z]+)?%?")
