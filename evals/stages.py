@@ -14,6 +14,13 @@ dev split before the eval measures it, and the per-stage table in EVAL.md is
 reproducible. ``--set described_choose=0.5`` overrides one ``SelectorSettings``
 field for the run. ``--show`` prints each wrong or undecided turn with its
 message and scores — refused on a held-out split, which must stay unseen.
+
+``--ranking`` reads the step before the judges, with no threshold at all:
+for each first turn that expects one tool, where that tool ranks among all
+the loaded tools by its card score (``candidates.CardIndex.score``), with
+the word and verb scores and by the cosine alone. Top 1 bounds what any
+judge chain that takes the best-ranked tool could choose; top 3 is what the
+LLM judge is shown. Counts only, so it may run on a held-out split.
 """
 
 from __future__ import annotations
@@ -112,6 +119,37 @@ async def land(
     return out
 
 
+async def ranked(
+    cases: Sequence[Case], specs: Sequence[common_pb2.ToolSpec], selector: SelectorSettings
+) -> dict[str, tuple[int, int, int]]:
+    """Per scoring ("cosine and words", "cosine alone"): how many first turns that expect one tool rank it first,
+    how many among the first three, and how many such turns there are (``--ranking``)."""
+    asks = [(c.turns[0].message, next(iter(c.turns[0].tools))) for c in cases if len(c.turns[0].tools) == 1]
+    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language_for("en"), CAPABILITY_ASKS)
+    await index.load(specs)
+    cards = index.cards
+    assert cards is not None
+    out = {}
+    for name, settings in (
+        ("cosine and words", selector),
+        ("cosine alone", dataclasses.replace(selector, described_words=0.0, described_action=0.0)),
+    ):
+        index.settings = settings
+        scores = await index.score([message for message, _ in asks])
+        places = [
+            sorted(s.per_tool, reverse=True).index(s.per_tool[cards.index(tool)])
+            for s, (_, tool) in zip(scores, asks, strict=True)
+        ]
+        out[name] = (sum(p == 0 for p in places), sum(p < 3 for p in places), len(places))
+    return out
+
+
+def ranking_table(ranks: dict[str, tuple[int, int, int]]) -> str:
+    lines = ["| scoring | expected tool first | among the first three |", "|---|---|---|"]
+    lines += [f"| {name} | {one}/{n} | {three}/{n} |" for name, (one, three, n) in ranks.items()]
+    return "\n".join(lines)
+
+
 def table(landings: Sequence[Landing]) -> str:
     counts = Counter(landing.row for landing in landings)
     lines = [f"| stage | turns ({len(landings)}) |", "|---|---|"]
@@ -139,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, help="the folder holding <split>.jsonl (default: the suite's)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SelectorSettings field")
     parser.add_argument("--show", action="store_true", help="print each wrong or undecided turn (dev splits only)")
+    parser.add_argument("--ranking", action="store_true", help="where the expected tool ranks, no thresholds")
     args = parser.parse_args(argv)
     if args.show and args.split != "dev":
         print("--show prints messages: only a dev split may be read", file=sys.stderr)
@@ -148,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = load_split(args.split, folder, catalog)
     tools = default_tools() + (catalog_tools(catalog) if catalog is not None else [])
     specs = [spec_to_proto(tool) for tool in tools]
+    if args.ranking:
+        print(ranking_table(asyncio.run(ranked(cases, specs, selector_with(args.set)))))
+        return 0
     landings = asyncio.run(land(cases, specs, selector_with(args.set)))
     print(table(landings))
     if args.show:

@@ -126,6 +126,12 @@ class RouterConfig(RedisConfig):
         "the tool's name says (find / search_tickets), and loses when the two differ (find / create_ticket); 0: off",
         check=non_negative,
     )
+    selector_band_candidates: int = opt(
+        1,
+        "embedding selector: how many of the best-ranked candidate tools the LLM judge is shown when it decides "
+        "a message the other judges left open (1: the embedding ranks which tool, the model judges whether)",
+        check=positive,
+    )
     judges: tuple[str, ...] = opt(
         (),
         "the planning judges in order, comma-separated, from similarity, schema, classifier, llm "
@@ -158,6 +164,7 @@ class RouterConfig(RedisConfig):
             described_lead=self.selector_described_lead,
             described_words=self.selector_described_words,
             described_action=self.selector_described_action,
+            band_candidates=self.selector_band_candidates,
         )
         if self.judges:
             return PlanningSettings(judges=self.judges, selector=selector)

@@ -12,6 +12,7 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.planning.copying import applies, copy_constrained, pinned, unmentioned
 from services.router.planning.inputs import restated
+from services.router.planning.settings import SelectorSettings
 from services.router.planning.spans import spans
 from services.router.session_records import ToolRecord
 from services.router.turn_progress import TurnCounters
@@ -162,9 +163,22 @@ async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
     assert [(c.name, c.arguments) for c in plan.calls] == planned
     assert counters.generations == 1 and plan.method == agent_pb2.TOOL_SELECTION_LLM
     options = json.loads(gen.asked[0].json_schema)["anyOf"]
-    assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
+    # The embedding ranks which tool, the model judges whether: shown the best-ranked candidate only.
+    assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator"]
     shown = [m.content for m in gen.asked[0].messages]
     assert '{"tool":"none"}' in shown and shown[-1] == "How long is a week in hours?"
+    assert not any("clock" in m for m in shown)
+
+
+async def test_the_band_shows_the_model_as_many_ranked_candidates_as_configured() -> None:
+    gen = Scripted('{"tool":"clock","arguments":{"timezone":"Lima"}}')
+    planner = planner_with(gen, band("calculator", "clock"), settings=SelectorSettings(band_candidates=2))
+    plan = await planner.plan(SPECS, turn("Is it dark in Lima yet?"), TurnCounters())
+    options = json.loads(gen.asked[0].json_schema)["anyOf"]
+    assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
+    assert [(c.name, c.arguments) for c in plan.calls] == [("clock", {"timezone": "Lima"})]
+    with pytest.raises(ValueError, match="--selector-band-candidates"):
+        SelectorSettings(band_candidates=4)
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,9 @@ def build_chain(
     settings: PlanningSettings, structured: Structured, metrics: RouterMetrics | None = None
 ) -> tuple[list[Judge], LlmJudge]:
     """The judges ``settings.judges`` names, in that order (and the LLM judge, which a replan also uses)."""
-    llm = LlmJudge(structured, fill_max_tokens=settings.fill_max_tokens, metrics=metrics)
+    llm = LlmJudge(
+        structured, fill_max_tokens=settings.fill_max_tokens, shown=settings.selector.band_candidates, metrics=metrics
+    )
     made: dict[str, Judge] = {
         "similarity": SimilarityJudge(settings.selector, metrics),
         "schema": SchemaJudge(settings.selector, metrics),

@@ -49,6 +49,9 @@ class SelectorSettings:
     #: ``create_ticket``): ``Language.action``. 0 turns it off.
     described_action: float = 0.1
     max_tools: int = 3
+    #: How many of the best-ranked candidates the LLM judge is shown when it decides an undecided message alone
+    #: (``judges/llm.py``): 1 lets the embedding rank which tool and the model judge whether.
+    band_candidates: int = 1
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reject <= self.choose <= 1.0:
@@ -69,6 +72,8 @@ class SelectorSettings:
             raise ValueError("--selector-described-action: must be between 0 and 1")
         if self.max_tools < 1:
             raise ValueError("max_tools: must be at least 1")
+        if not 1 <= self.band_candidates <= self.max_tools:
+            raise ValueError(f"--selector-band-candidates: must be between 1 and {self.max_tools}")
 
 
 @dataclass(frozen=True)
