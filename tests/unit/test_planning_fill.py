@@ -12,6 +12,7 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from services.router.planning.copying import applies, copy_constrained, pinned, unmentioned
 from services.router.planning.inputs import restated
+from services.router.planning.judges import Decision, Verdict
 from services.router.planning.settings import SelectorSettings
 from services.router.planning.spans import spans
 from services.router.session_records import ToolRecord
@@ -19,7 +20,7 @@ from services.router.turn_progress import TurnCounters
 from services.runtime.language import ENGLISH
 from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto
-from tests.support.planning import FixedIndex, Scripted, band, chose, filler, planner_with, record, turn
+from tests.support.planning import FixedIndex, FixedJudge, Scripted, band, chose, filler, planner_with, record, turn
 
 OK = common_pb2.TOOL_CALL_STATUS_OK
 
@@ -168,6 +169,17 @@ async def test_the_ambiguous_band_decides_and_fills_in_one_generation(
     shown = [m.content for m in gen.asked[0].messages]
     assert '{"tool":"none"}' in shown and shown[-1] == "How long is a week in hours?"
     assert not any("clock" in m for m in shown)
+
+
+async def test_an_undecided_clause_is_chosen_for_among_its_best_ranked_candidate_alone() -> None:
+    gen = Scripted('{"tools":["clock"]}', '{"timezone":"Lima"}')
+    clause = ("what time is it in Lima", ("clock", "calculator"))
+    decided = FixedJudge(
+        Verdict(Decision.TOOLS, tools=("calculator",), segments={"calculator": "12*7"}, undecided=(clause,))
+    )
+    plan = await planner_with(gen, decided).plan(SPECS, turn("12*7 and what time is it in Lima"), TurnCounters())
+    assert json.loads(gen.asked[0].json_schema)["properties"]["tools"]["items"]["enum"] == ["clock"]
+    assert {c.name for c in plan.calls} == {"calculator", "clock"}
 
 
 async def test_the_band_shows_the_model_as_many_ranked_candidates_as_configured() -> None:
