@@ -7,3 +7,7 @@ router per tool-selection mode) and writes ``EVAL.md``. The cases live in
 ``cases/``: ``dev.jsonl`` is what the router is tuned on, ``heldout.jsonl`` is
 what it is judged on.
 """
+
+from services.runtime.forks import exec_only
+
+exec_only()  # before anything here imports gRPC: its children reach their exec (``services/runtime/forks.py``)

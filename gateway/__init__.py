@@ -7,3 +7,7 @@ priority admission with SLO-aware shedding under an adaptive concurrency
 limit (``admission``), and session affinity with failover (``routers``,
 ``servicer``). ``main`` runs it.
 """
+
+from services.runtime.forks import exec_only
+
+exec_only()  # before anything here imports gRPC: its children reach their exec (``services/runtime/forks.py``)

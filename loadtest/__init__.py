@@ -1,1 +1,5 @@
 """Load generators and benchmarks for AgentMesh (see BENCHMARKS.md for results)."""
+
+from services.runtime.forks import exec_only
+
+exec_only()  # before anything here imports gRPC: its children reach their exec (``services/runtime/forks.py``)

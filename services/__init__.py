@@ -1,1 +1,5 @@
 """AgentMesh services: the shared runtime and the inference, tools and router services."""
+
+from services.runtime.forks import exec_only
+
+exec_only()  # before anything here imports gRPC: its children reach their exec (``services/runtime/forks.py``)
