@@ -49,8 +49,9 @@ class SelectorSettings:
     #: ``create_ticket``): ``Language.action``. 0 turns it off.
     described_action: float = 0.1
     max_tools: int = 3
-    #: How many of the best-ranked candidates the LLM judge is shown when it decides an undecided message alone
-    #: (``judges/llm.py``): 1 lets the embedding rank which tool and the model judge whether.
+    #: How many of the best-ranked candidates the LLM judge is shown when it decides a message, or a clause of one,
+    #: that the judges before it left open (``judges/llm.py``): 1 lets the embedding rank which tool and the model
+    #: judge whether.
     band_candidates: int = 1
 
     def __post_init__(self) -> None:
