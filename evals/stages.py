@@ -96,13 +96,19 @@ def row_of(verdict: Verdict, expected: frozenset[str]) -> int:
     return 2 if expected <= open_ else 3
 
 
+async def loaded_index(specs: Sequence[common_pb2.ToolSpec], selector: SelectorSettings) -> CardIndex:
+    """The cards of ``specs`` embedded as the router embeds them (English, the default no-tool examples)."""
+    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language_for("en"), CAPABILITY_ASKS)
+    await index.load(specs)
+    return index
+
+
 async def land(
     cases: Sequence[Case], specs: Sequence[common_pb2.ToolSpec], selector: SelectorSettings
 ) -> list[Landing]:
     """Every turn of ``cases`` through the no-generation judges."""
-    language = language_for("en")
-    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language, CAPABILITY_ASKS)
-    await index.load(specs)
+    index = await loaded_index(specs, selector)
+    language = index.language
     judges: list[Judge] = [SimilarityJudge(selector), SchemaJudge(selector), ClassifierJudge(selector)]
     out = []
     for case in cases:
@@ -125,8 +131,7 @@ async def ranked(
     """Per scoring ("cosine and words", "cosine alone"): how many first turns that expect one tool rank it first,
     how many among the first three, and how many such turns there are (``--ranking``)."""
     asks = [(c.turns[0].message, next(iter(c.turns[0].tools))) for c in cases if len(c.turns[0].tools) == 1]
-    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language_for("en"), CAPABILITY_ASKS)
-    await index.load(specs)
+    index = await loaded_index(specs, selector)
     cards = index.cards
     assert cards is not None
     out = {}
