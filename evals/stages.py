@@ -15,6 +15,11 @@ reproducible. ``--set described_choose=0.5`` overrides one ``SelectorSettings``
 field for the run. ``--show`` prints each wrong or undecided turn with its
 message and scores — refused on a held-out split, which must stay unseen.
 
+``--no-catalog`` runs the generality cases on the built-ins alone, as the
+eval's "catalog not loaded" run does: a turn that expects a catalog tool
+expects no tool, so the "decided, wrong" row counts the built-ins taken (by
+the judges that need no generation) for asks they do not serve.
+
 ``--ranking`` reads the step before the judges, with no threshold at all:
 for each first turn that expects one tool, where that tool ranks among all
 the loaded tools by its card score (``candidates.CardIndex.score``), with
@@ -37,6 +42,7 @@ from typing import Any
 from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, Case, load_split
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
+from evals.generality import without_catalog
 from services.router.planning.candidates import CardIndex
 from services.router.planning.embedding import MiniLmEmbedder
 from services.router.planning.inputs import PlanInput, restated
@@ -183,6 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SelectorSettings field")
     parser.add_argument("--show", action="store_true", help="print each wrong or undecided turn (dev splits only)")
     parser.add_argument("--ranking", action="store_true", help="where the expected tool ranks, no thresholds")
+    parser.add_argument(
+        "--no-catalog",
+        action="store_true",
+        help="generality: the catalog's prompts on the built-ins alone (a catalog tool expected is no tool)",
+    )
     args = parser.parse_args(argv)
     if args.show and args.split != "dev":
         print("--show prints messages: only a dev split may be read", file=sys.stderr)
@@ -190,7 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     catalog = load_catalog() if args.suite == "generality" else None
     folder = args.cases or (GENERALITY_DIR if catalog is not None else CASES_DIR)
     cases = load_split(args.split, folder, catalog)
-    tools = default_tools() + (catalog_tools(catalog) if catalog is not None else [])
+    if args.no_catalog and catalog is None:
+        print("--no-catalog: only the generality suite has a catalog to leave out", file=sys.stderr)
+        return 2
+    if args.no_catalog:
+        cases = without_catalog(cases)
+    tools = default_tools() + (catalog_tools(catalog) if catalog is not None and not args.no_catalog else [])
     specs = [spec_to_proto(tool) for tool in tools]
     if args.ranking:
         print(ranking_table(asyncio.run(ranked(cases, specs, selector_with(args.set)))))

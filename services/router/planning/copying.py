@@ -197,7 +197,20 @@ def evident(schema_json: str, message: str) -> bool:
     if COPY_EVIDENT_KEYWORD not in schema_json:
         return False
     _, found, marked = copy_options(schema_json, (message,))
+    found = _proving(schema_json, found)
     return any(found.get(name) for name in marked[COPY_EVIDENT_KEYWORD])
+
+
+def _proving(schema_json: str, found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The spans found, less those a property's ``COPY_EVIDENT_KEYWORD`` pattern does not match whole: a span of
+    the copy shape that is also another thing's ("order 88-2201" for an expression) proves no ask."""
+    props = json.loads(schema_json).get("properties", {})
+    out = dict(found)
+    for name, spans_ in found.items():
+        shape = props.get(name, {}).get(COPY_EVIDENT_KEYWORD)
+        if isinstance(shape, str):
+            out[name] = [s for s in spans_ if re.fullmatch(shape, s, re.IGNORECASE)]
+    return out
 
 
 def pinned(schema_json: str, message: str) -> bool:
@@ -213,7 +226,7 @@ def pinned(schema_json: str, message: str) -> bool:
     spanned = marked[COPY_KEYWORD]
     if not spanned:
         return False
-    own = own_mentions(found)
+    own = own_mentions(_proving(schema_json, found))
     return all(len(own.get(name, [])) == 1 for name in spanned)
 
 

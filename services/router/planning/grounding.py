@@ -8,11 +8,14 @@ a call is dropped and counted, never run. Two checks, neither naming a tool:
 - **Numbers.** Every number in the arguments (JSON numbers, and numbers inside
   strings such as an expression) must be one the conversation states or
   implies (the language's ``numbers_in``: "twenty-five", "15%" as 0.15 and
-  100, "half" as 2 and 0.5), an identity (0, 1), or a constant the tool's own
-  schema declares for a word the conversation uses (``hints.CONSTANTS_KEYWORD``:
-  "week" grounds 7 in "a week in hours"; a stock ask grounds no 1000). A
-  property whose name names a time unit also takes an amount written in
-  another one, converted ("the last 2 hours" grounds ``since_minutes: 120``:
+  100, "half" as 2 and 0.5), or a constant the tool's own schema declares for
+  a word the conversation uses (``hints.CONSTANTS_KEYWORD``: "week" grounds 7
+  in "a week in hours"; a stock ask grounds no 1000). A JSON number may also
+  be an identity (0, 1: a page, an offset); a number written into a string
+  may not ("18+1" for a logged lunch is invented), nor be used more than once
+  beyond the times the conversation writes it ("18+18+18"). A property whose
+  name names a time unit also takes an amount written in another one,
+  converted ("the last 2 hours" grounds ``since_minutes: 120``:
   ``quantities.py``).
 - **Words.** A string argument that holds words must share one content word
   with the conversation (after the language folds case, plurals and adverbs),
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,32 +38,35 @@ from services.router.planning.hints import CONSTANTS_KEYWORD
 from services.router.planning.quantities import amounts, unit_of
 from services.runtime.language import ENGLISH, Language
 
-#: Numbers every argument may use whatever the conversation says.
+#: Numbers a JSON number argument may be whatever the conversation says.
 IDENTITIES: frozenset[float] = frozenset([0.0, 1.0])
 #: String formats whose value is composed from the ask ("tomorrow" as a date), never copied.
 _COMPOSED_FORMATS = frozenset({"date", "date-time", "time", "duration"})
 _LETTERS = re.compile(r"[^\W\d_]", re.UNICODE)
 
 
-def _values(value: Any, language: Language) -> Iterable[float]:
-    """Numbers in filled arguments: JSON numbers, and numbers inside strings (expressions)."""
+def _values(value: Any, language: Language, *, written: bool) -> Iterable[float]:
+    """Numbers in filled arguments: the JSON numbers, or (``written``) the numbers inside strings (expressions)."""
     if isinstance(value, bool):
         return
     if isinstance(value, (int, float)):
-        yield abs(float(value))
+        if not written:
+            yield abs(float(value))
     elif isinstance(value, str):
-        yield from language.number_values(value)
+        if written:
+            yield from language.number_values(value)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _values(v, language)
+            yield from _values(v, language, written=written)
     elif isinstance(value, list):
         for v in value:
-            yield from _values(v, language)
+            yield from _values(v, language, written=written)
 
 
 def grounded(*sources: str, constants: Iterable[float] = (), language: Language = ENGLISH) -> set[float]:
-    """Every number the sources (message, context) ground, with the identities and the tool's ``constants``."""
-    allowed = set(IDENTITIES) | {float(c) for c in constants}
+    """Every number the sources (message, context) ground, with the tool's ``constants``; not the identities,
+    which ground a JSON number only (``_missing``)."""
+    allowed = {float(c) for c in constants}
     for source in sources:
         allowed |= language.numbers_in(source)
     return allowed
@@ -120,9 +127,20 @@ def _constants(declared: object, said: frozenset[str]) -> frozenset[float]:
 def ungrounded(
     arguments: dict[str, Any], *sources: str, constants: Iterable[float] = (), language: Language = ENGLISH
 ) -> list[float]:
-    """The numbers in ``arguments`` that neither the sources, the identities nor the ``constants`` ground."""
+    """The numbers in ``arguments`` that neither the sources, the ``constants`` nor (for a JSON number) the
+    identities ground."""
     allowed = grounded(*sources, constants=constants, language=language)
-    return [n for n in _values(arguments, language) if not _close_to_any(n, allowed)]
+    return _missing(arguments, allowed, language)
+
+
+def _missing(value: Any, allowed: set[float], language: Language) -> list[float]:
+    """The numbers of ``value`` that ``allowed`` does not hold. A JSON number may also be an identity (a page,
+    an offset); a number written into a string may not: an expression's "+1" nobody said was an invented value
+    ("Log an 18 dollar lunch" filled as ``18+1``)."""
+    plain = allowed | IDENTITIES
+    return [n for n in _values(value, language, written=False) if not _close_to_any(n, plain)] + [
+        n for n in _values(value, language, written=True) if not _close_to_any(n, allowed)
+    ]
 
 
 def _unsupported(value: Any, prop: object, said: frozenset[str], language: Language) -> str | None:
@@ -164,9 +182,11 @@ def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language:
         own = allowed
         if isinstance(prop, dict) and unit_of(name, language):  # "2 hours" grounds 120 for ``since_minutes``
             own = allowed | {float(v) for v in amounts(name, prop, sources, language)}
-        missing = [n for n in _values(value, language) if not _close_to_any(n, own)]
+        missing = _missing(value, own, language)
         if missing:
             invented[name] = f"{name}: {', '.join(map(_plain, missing))} not in the conversation"
+        elif repeated := _repeated(value, sources, constants, language):
+            invented[name] = f"{name}: {', '.join(map(_plain, repeated))} used more often than the conversation has it"
         elif (text := _unsupported(value, prop, words, language)) is not None:
             invented[name] = f"{name}: {text!r} shares no word with the conversation"
     if not invented:
@@ -176,6 +196,22 @@ def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language:
     if isinstance(required, list) and set(required) & invented.keys():
         return Grounded(None, reasons)
     return Grounded({k: v for k, v in arguments.items() if k not in invented}, reasons)
+
+
+def _repeated(value: Any, sources: Sequence[str], constants: Iterable[float], language: Language) -> list[float]:
+    """The numbers written into ``value``'s strings more than once beyond the times the sources write them
+    (a tool's constants aside).
+
+    Why: given a message with one number and no arithmetic in it, the 135M model composed one anyway by
+    repeating it ("Log an 18 dollar lunch" as ``18+18+18``; "deals worth at least 50000" as
+    ``50000-50000*50000``). Once more than stated is allowed: a price and its tax ("80 + 80*0.15") use it twice.
+    """
+    used = Counter(_values(value, language, written=True))
+    if not used:
+        return []
+    stated = Counter(n for s in sources for n in language.number_values(s))
+    free = {float(c) for c in constants}
+    return [n for n, k in used.items() if n not in free and k > max(stated[n], 1) + 1]
 
 
 def _near(word: str, said: frozenset[str]) -> bool:
@@ -191,7 +227,7 @@ def number_pattern(*sources: str, constants: Sequence[float] = (), language: Lan
     number nobody gave; asked for the area of "7 m by 9 m" the 135M model wrote ``5*9``, which the check above
     then dropped, leaving the turn with no tool at all.
     """
-    literals = {_plain(value) for value in grounded(*sources, constants=constants, language=language)}
+    literals = {_plain(v) for v in grounded(*sources, constants=constants, language=language)}
     for source in sources:
         literals |= set(language.numbers_written(source))
     return "(?:" + "|".join(re.escape(n) for n in sorted(literals, key=lambda n: (-len(n), n))) + ")"

@@ -26,7 +26,9 @@ keyword                            what it changes
                                    follow-up's fill also sees.
 ``x-agentmesh-copy-evident``       ``true``: a span of this shape is evidence of the ask itself (an arithmetic
                                    expression): an ambiguous message holding one, for this tool alone among
-                                   the candidates, is this tool's without a generation.
+                                   the candidates, is this tool's without a generation. A regular expression:
+                                   only spans that also match it whole are (a shape that is also an order
+                                   number's, "88-2201", is copied when the tool is chosen, but proves nothing).
 ``x-agentmesh-copy-prefer``        A regular expression for the spans to offer first when the message has
                                    any ("6 feet" over "6 feet tall").
 ``x-agentmesh-compose-pattern``    A regular expression a *composed* value must match when no span fits;

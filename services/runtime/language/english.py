@@ -172,6 +172,7 @@ _NUMBER_WORDS: dict[str, tuple[float, ...]] = {
     "cube": (3,),
     "percent": (100,),
     "per cent": (100,),
+    "percentage": (100,),
 }
 _NUMBER_WORD_PATTERNS = [(re.compile(rf"\b{w}\b"), v) for w, v in _NUMBER_WORDS.items()]
 

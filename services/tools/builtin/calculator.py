@@ -265,9 +265,17 @@ NEGATIVE_EXAMPLES = (
     "What time is it in Tokyo?",
 )
 
+#: Spans that are arithmetic in shape and evidence of an ask for it: all but numbers joined by bare hyphens.
+EVIDENT_SHAPE = r"(?!\d[\d,.]*(?:-\d[\d,.]*)+$).+"
+
 #: The unit arithmetic an expression may need beyond the message's own numbers, by the words that call for it.
 UNIT_CONSTANTS: dict[str, list[float]] = {
-    "*": [2, 100],
+    # An average of two ("the mean of 3 and 5" is (3+5)/2). No number is allowed for every message: a "2" or a
+    # "100" the message did not call for was an invented value ("Log an 18 dollar lunch" filled as 18+1+2).
+    "average": [2],
+    "mean": [2],
+    "midpoint": [2],
+    "halfway": [2],
     "second": [60, 3600, 86400],
     "minute": [60, 1440],
     "hour": [24, 60, 3600],
@@ -319,7 +327,9 @@ TOOL = ToolDefinition(
                 "x-agentmesh-copy": arithmetic_pattern(),
                 "x-agentmesh-copy-words": 12,
                 "x-agentmesh-copy-context": False,  # an earlier turn's expression was the earlier ask
-                "x-agentmesh-copy-evident": True,  # "twelve times eleven" in a message is arithmetic to do
+                # "twelve times eleven" in a message is arithmetic to do; numbers joined by bare hyphens are not
+                # evidence of it: "order 88-2201", "2026-08-01" and "pages 10-12" are that shape too.
+                "x-agentmesh-copy-evident": EVIDENT_SHAPE,
                 # Composed, it is notation: the 135M model wrote "12 weeks x $15 per week = $15".
                 "x-agentmesh-compose-pattern": COMPOSED,
                 # Numbers an expression may use that the message need not write, each with the words that

@@ -26,6 +26,9 @@ margin, the model only for the band):
   one by one too; the chosen tools are the union, each remembering the clause
   that asked for it. Once a clause has chosen, the whole message's choice joins
   only when it is some clause's best tool (the whole is a blend of the asks).
+  A clause does not choose on its own when the whole message needs no tool
+  ("Book hotel H-55012 for 2026-08-01 to 2026-08-04, | 3 guests": the count
+  is near the arithmetic tool's examples); it is left to the band.
 - Follow-ups. A message undecided on its own ("And in Paris?") is decided
   again together with the previous user message; one that is itself near a
   no-tool example ("Thanks!") is not.
@@ -53,6 +56,10 @@ class _TextVerdict:
     none_score: float
 
 
+def _undecided(verdict: _TextVerdict) -> _TextVerdict:
+    return _TextVerdict(Decision.AMBIGUOUS, [], verdict.scores, verdict.none_score)
+
+
 class SimilarityJudge:
     """Thresholds on the card scores, checked by the intent words (``candidates.CardIndex`` scores)."""
 
@@ -78,6 +85,10 @@ class SimilarityJudge:
         for v in clause_verdicts:
             for name, score in v.scores.items():
                 scores[name] = max(scores.get(name, 0.0), score)
+        if whole.decision is Decision.NONE:
+            # A message that as a whole needs no tool is not a tool's ask for one clause near it: "3 guests", cut
+            # from a hotel booking, is near the arithmetic tool's examples. The band decides such a clause.
+            clause_verdicts = [_undecided(v) if v.decision is Decision.TOOLS else v for v in clause_verdicts]
         segments: dict[str, str] = {}
         for part, v in zip(parts, clause_verdicts, strict=True):
             for name in v.chosen:
