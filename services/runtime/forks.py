@@ -15,18 +15,51 @@ any import of gRPC: in the ``__init__`` of each top-level package a process
 starts from (``services``, ``gateway``, ``evals``, ``loadtest``, ``tests``),
 which Python runs before any module of the package. Set in a test's body it
 changed nothing (measured). A value set by the operator is kept.
+
+The garbage collector is paused across every fork too. uvloop's child runs
+Python's after-fork callbacks (``PyOS_AfterFork_Child``: threading's, the
+locks' reinit) before its ``exec``, and a collection triggered there freed
+objects other threads of the parent had been using: a grpcurl child of the
+test session died of SIGSEGV in ``TaskObj_dealloc`` under a collection inside
+``threading``'s after-fork callback (``make test``, 1 spawn in the session,
+with gRPC's handlers already off). CPython's own ``subprocess`` runs no Python
+in the child for the same reason. The collector is paused before the fork
+(``os.register_at_fork``) and resumed in the parent after it, and in the
+child by the callback registered here, after the earlier-registered ones have
+run (a child that goes on running Python, such as a ``fork`` multiprocessing
+worker, collects again).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 
 VARIABLE = "GRPC_ENABLE_FORK_SUPPORT"
 
+_paused: list[bool] = []  # per fork in progress: whether the collector was enabled before it
+
+
+def _pause() -> None:
+    _paused.append(gc.isenabled())
+    gc.disable()
+
+
+def _resume() -> None:
+    if _paused and _paused.pop():
+        gc.enable()
+
 
 def exec_only() -> None:
-    """Turn gRPC's fork handlers off for this process and its children, unless the environment says otherwise."""
+    """Turn gRPC's fork handlers off for this process and its children, unless the environment says otherwise,
+    and pause the garbage collector across forks (once per process)."""
     os.environ.setdefault(VARIABLE, "false")
+    if not _registered:
+        os.register_at_fork(before=_pause, after_in_parent=_resume, after_in_child=_resume)
+        _registered.append(True)
+
+
+_registered: list[bool] = []
 
 
 __all__ = ["VARIABLE", "exec_only"]

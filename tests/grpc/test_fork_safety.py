@@ -9,12 +9,16 @@ handlers off.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import subprocess
+import sys
 
 import grpc.aio
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from services.runtime import forks
 from services.runtime.forks import VARIABLE, exec_only
 
 SPAWNS = 300
@@ -54,3 +58,23 @@ def test_an_operators_own_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv(VARIABLE)
     exec_only()
     assert os.environ[VARIABLE] == "false"
+
+
+def test_the_collector_is_paused_across_a_fork_and_resumed_on_both_sides() -> None:
+    assert forks._registered  # the test session imported ``tests``, whose __init__ registered the callbacks
+    assert gc.isenabled()
+    forks._pause()
+    assert not gc.isenabled()
+    forks._resume()
+    assert gc.isenabled()
+    # A child that goes on running Python (a fork without exec) collects again, and the parent too.
+    probe = (
+        "import gc, os, sys\n"
+        "import services\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if gc.isenabled() else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status) or (0 if gc.isenabled() else 4))\n"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0

@@ -326,3 +326,27 @@ async def test_a_clause_without_its_tools_target_unit_fills_from_the_whole_messa
     assert [(c.name, c.arguments) for c in plan.calls] == [("unit_convert", {"quantity": "130 km/h", "to_unit": "mph"})]
     to_unit = json.loads(gen.asked[0].json_schema)["properties"]["to_unit"]
     assert "mph" in to_unit["enum"] and "km/h" not in to_unit["enum"]
+
+
+TRANSLATE = common_pb2.ToolSpec(
+    name="translate_text",
+    description="Translate text between languages.",
+    parameters_json_schema=json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "Text to translate."},
+                "target_language": {"type": "string", "description": "Language to translate into."},
+            },
+            "required": ["text", "target_language"],
+        }
+    ),
+)
+
+
+def test_a_quotation_is_offered_whole_past_the_longest_span() -> None:
+    message = "translate 'the meeting has been moved to Thursday' into German"
+    schema = json.loads(copy_constrained(TRANSLATE.parameters_json_schema, message, implied=True))
+    # Seven words, past the longest span an implied copy offers, and a part of it is no value: offered whole.
+    assert schema["properties"]["text"]["enum"][0] == "the meeting has been moved to Thursday"
+    assert "moved to Thursday" not in schema["properties"]["text"]["enum"]

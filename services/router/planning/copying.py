@@ -92,14 +92,19 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     naming the tool or one of its properties (the user's verb or the schema's own words: a to-do titled "add",
     a note whose body is "note", "order 88-2201" for ``order_id``, "Personal list" for ``list``); one holding a
     value of a format another property takes (the date belongs to ``date``, not to ``event``: "2026-05-12 and
-    don't send notifications"); and a part of a quotation (the user quoted "Vendor sync" as one value).
+    don't send notifications"); and a part of a quotation (the user quoted "Vendor sync" as one value). A
+    quotation itself is offered first, whatever its length.
     """
     schema = json.loads(schema_json)
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         return schema_json
     clauses = (whole(clause) for source in sources for clause in ENGLISH.span_clauses(source))
-    found = dict.fromkeys([*(c for c in clauses if c), *spans(*sources, max_words=IMPLIED_SPAN_WORDS)])
+    # A quotation is one value whatever its length ("translate 'the meeting has been moved to Thursday' into
+    # German": seven words, past the longest span, and a part of it is no value).
+    found = dict.fromkeys(
+        [*quotations(*sources), *(c for c in clauses if c), *spans(*sources, max_words=IMPLIED_SPAN_WORDS)]
+    )
     # A value of function words alone ("I", "how do") names nothing: offered, it let near misses fill a call.
     options = [o for o in found if verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
     if not options:
