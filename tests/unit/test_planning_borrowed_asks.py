@@ -13,7 +13,7 @@ from services.router.planning.copying import evident, pinned
 from services.router.planning.grounding import declared_constants, ground, number_pattern
 from services.router.planning.judges import Decision
 from services.router.planning.settings import SelectorSettings
-from services.tools.builtin import calculator
+from services.tools.builtin import calculator, clock
 from tests.support.planning import BagOfWords, Selector
 from tests.unit.test_tool_selection import NO_TOOL, SPECS
 
@@ -67,3 +67,10 @@ def test_a_number_used_more_than_once_beyond_what_the_message_writes_is_invented
     assert ground({"expression": "80+80*0.15"}, CALCULATOR, "a 15% tip on 80").arguments is not None  # twice: fine
     assert ground({"expression": "5*5*5"}, CALCULATOR, "5 times 5 times 5").arguments is not None  # written thrice
     assert ground({"expression": "2*24*60*60"}, CALCULATOR, "seconds in 2 days").arguments is not None  # constants
+
+
+def test_a_value_equal_to_the_schemas_default_is_never_invented() -> None:
+    schema = json.dumps(clock.make_tool().parameters)
+    # "What's the date today?" names no place: the clock's own default zone is the schema's value, not the model's.
+    assert ground({"timezone": "UTC"}, schema, "What's the date today?").arguments == {"timezone": "UTC"}
+    assert ground({"timezone": "Europe/Oslo"}, schema, "What's the date today?").arguments is None

@@ -20,7 +20,8 @@ a call is dropped and counted, never run. Two checks, neither naming a tool:
 - **Words.** A string argument that holds words must share one content word
   with the conversation (after the language folds case, plurals and adverbs),
   unless the schema fixes it (an ``enum`` or ``const``) or marks it as a date
-  or time (``format``), which is composed by definition. A written message
+  or time (``format``), which is composed by definition. A value equal to the
+  property's ``default`` is the schema's own, never invented. A written message
   body shares words with the ask; a place or a name the user never said does
   not.
 """
@@ -179,6 +180,8 @@ def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language:
     invented: dict[str, str] = {}
     for name, value in arguments.items():
         prop = props.get(name)
+        if isinstance(prop, dict) and "default" in prop and value == prop["default"]:
+            continue  # the schema's own value ("UTC" for a time asked of no place): never invented
         own = allowed
         if isinstance(prop, dict) and unit_of(name, language):  # "2 hours" grounds 120 for ``since_minutes``
             own = allowed | {float(v) for v in amounts(name, prop, sources, language)}

@@ -147,6 +147,7 @@ def make_tool(now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) 
                     "minLength": 1,
                     "maxLength": 64,
                     "description": "the place asked about as the user wrote it, or an IANA zone; UTC if none",
+                    "default": "UTC",
                     "x-agentmesh-copy": place_pattern(),
                 }
             },
