@@ -80,7 +80,7 @@ class Conversation:
         tool_handler: ToolHandler | None = None,
     ) -> Turn:
         """A turn saying ``message``; ``start`` carries the other StartTurn fields (see ``AgentClient.turn``);
-        ``tool_handler`` runs the calls of its client tools (``client_tools.py``)."""
+        ``tool_handler`` runs the calls of its client tools (``services/router/turn/client_tools.py``)."""
         request = agent_pb2.StartTurn()
         if start is not None:
             request.CopyFrom(start)

@@ -22,7 +22,7 @@ from loadtest.targets import AgentTarget
 from loadtest.workloads import build
 from meshkit.mesh import FAST_SIM, start_mesh
 from meshkit.turns import converse
-from services.router.picker import LeastLoadedPicker, ReplicaPicker, RoundRobinPicker
+from services.router.replicas.picker import LeastLoadedPicker, ReplicaPicker, RoundRobinPicker
 
 
 async def routing(quick: bool) -> str:

@@ -36,7 +36,7 @@ from services.router.planning.judges.schema import SchemaJudge
 from services.router.planning.judges.similarity import SimilarityJudge
 from services.router.planning.planner import scored_ask
 from services.router.planning.settings import SelectorSettings
-from services.router.turn_progress import TurnCounters
+from services.router.turn.progress import TurnCounters
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
 

@@ -112,7 +112,7 @@ def summary_json(s: Summary) -> dict[str, Any]:
 async def main_async(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
-    from services.router.prompt import DEFAULT_SYSTEM_PROMPT
+    from services.router.turn.prompt import DEFAULT_SYSTEM_PROMPT
 
     tokenizer: Any = AutoTokenizer.from_pretrained(args.model)
 

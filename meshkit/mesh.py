@@ -18,8 +18,8 @@ from services.inference.session import SessionSettings
 from services.inference.simulator import SimulatorEngine, SimulatorSettings
 from services.router.build import Router, build_router, router_interceptors
 from services.router.config import RouterConfig
-from services.router.picker import Picker
 from services.router.planning.embedding import Embedder
+from services.router.replicas.picker import Picker
 from services.runtime.cache import TwoLevelCache
 from services.runtime.config import ServiceConfig
 from services.runtime.metrics import Metrics

@@ -46,7 +46,7 @@ from evals.records import TurnRecord
 from evals.report import CHAT_BEGIN, CHAT_END
 from evals.runner import DEFAULT_TURN_TIMEOUT_S, run_case
 from services.router.config import RouterConfig
-from services.router.prompt import DEFAULT_SYSTEM_PROMPT
+from services.router.turn.prompt import DEFAULT_SYSTEM_PROMPT
 
 CHAT_DIR = Path(__file__).resolve().parent
 DEFAULT_PENALTIES = (1.0, 1.1, 1.15, 1.2, 1.3)

@@ -1,21 +1,28 @@
 """The router: the agent loop, durable sessions, replica picking, response cache, failover.
 
-Modules, in the order a turn flows through them: ``servicer`` (thin gRPC layer)
-→ ``converse`` (one stream's turns, each ending with one TurnCompleted) →
-``agent_loop`` (one turn, orchestrated: session → tools → answer → record)
-over ``planning`` (which tools, their arguments), ``tool_round`` (one round of
-calls over ``tools_link``, the multiplexed Execute stream) and ``answer`` (the
-answer's generation, its messages from ``prompt``); ``convert`` builds every
-proto a turn sends and GetSession returns, from ``turn_progress`` and the
-session records. ``generation`` (one generation with response cache and
-failover) → ``picker`` (rendezvous hashing with bounded load) over
-``replicas`` (the set of ``ReplicaLink``s, one multiplexed Generate stream per
-inference replica); ``sessions`` keeps the event log in Redis Streams, in the
-shape ``session_records`` defines.
+The folder is the router's parts, one subpackage each, in the order a turn
+flows through them:
 
-Tool selection inside ``planning``: ``selector`` (nearest examples in the
-``embedding`` space, ``no_tool_examples`` for "answer directly"), checked by
-``intent_words``; ``planner`` writes the constrained-JSON prompts and
-``grounding`` checks filled-in numbers. ``build`` assembles the parts from
-``config``; ``main`` runs the process; ``metrics`` counts what happens.
+- ``serving/``: the gRPC layer — ``servicer`` (AgentService), ``converse``
+  (one stream's turns, each ending with one TurnCompleted), ``relay`` (the
+  gateway's batched Complete stream), ``convert`` (every proto a turn sends
+  and GetSession returns).
+- ``turn/``: one agent turn — ``agent_loop`` (session → plan → tools →
+  answer → record), ``tool_round`` (one round of calls), ``client_tools``
+  (calls the client runs), ``answer`` and its messages from ``prompt``,
+  ``progress`` (what a turn has done so far, for its usage report).
+- ``planning/``: which tools a message needs and their arguments (its own
+  docstring walks one message through the pipeline).
+- ``tools/``: the tool executors — ``link`` (one multiplexed Execute stream
+  per executor), ``lists`` (each tenant's tools, kept current), ``planners``
+  (one planner per distinct tool list).
+- ``sessions/``: ``store`` (the event log in Redis Streams, per tenant) in the
+  shape ``records`` defines.
+- ``replicas/``: ``generation`` (one generation: response cache, replica
+  choice, streaming, failover) → ``picker`` (rendezvous hashing with bounded
+  load) over ``addresses`` (the set of replicas) and ``link`` (one
+  multiplexed Generate stream per inference replica).
+
+At the top: ``build`` assembles the parts from ``config``; ``main`` runs the
+process; ``metrics`` counts what happens.
 """

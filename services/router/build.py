@@ -16,21 +16,21 @@ import redis.asyncio as aioredis
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from services.router.agent_loop import AgentLoop, LoopSettings
 from services.router.config import RouterConfig
-from services.router.generation import Generator
 from services.router.metrics import RouterMetrics
-from services.router.picker import Picker, make_picker
-from services.router.planners import MemoEmbedder, Planners
 from services.router.planning import Planner
 from services.router.planning.embedding import Embedder, MiniLmEmbedder
-from services.router.relay import SERVICE_NAME as RELAY_SERVICE
-from services.router.relay import RelayServicer
-from services.router.replicas import ReplicaSet
-from services.router.servicer import AgentServicer
-from services.router.sessions import SessionStore
-from services.router.tool_lists import ToolLists
-from services.router.tools_link import ToolsLink
+from services.router.replicas.addresses import ReplicaSet
+from services.router.replicas.generation import Generator
+from services.router.replicas.picker import Picker, make_picker
+from services.router.serving.relay import SERVICE_NAME as RELAY_SERVICE
+from services.router.serving.relay import RelayServicer
+from services.router.serving.servicer import AgentServicer
+from services.router.sessions.store import SessionStore
+from services.router.tools.link import ToolsLink
+from services.router.tools.lists import ToolLists
+from services.router.tools.planners import MemoEmbedder, Planners
+from services.router.turn.agent_loop import AgentLoop, LoopSettings
 from services.runtime.cache import TwoLevelCache
 from services.runtime.channel import create_channel
 from services.runtime.interceptors.base import RpcInterceptor
@@ -111,7 +111,7 @@ def build_router(
     planning = config.planning()
     if planning.embeds:
         embedder = embedder or MiniLmEmbedder()
-    # Card texts embedded once for every tool list's planner (planners.py).
+    # Card texts embedded once for every tool list's planner (tools/planners.py).
     cards_embedder = MemoEmbedder(embedder) if planning.embeds and embedder is not None else None
 
     def new_planner() -> Planner:

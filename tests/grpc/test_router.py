@@ -16,7 +16,7 @@ from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from meshkit.mesh import Mesh, start_mesh
 from meshkit.turns import converse
-from services.router.picker import RoundRobinPicker
+from services.router.replicas.picker import RoundRobinPicker
 from services.runtime.status_decode import rich_error_of, rich_error_of_status
 from tests.support.turns import next_message
 from tests.support.waiting import eventually

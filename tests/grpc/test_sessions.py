@@ -6,7 +6,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from services.router.sessions import Session, SessionStore, ToolRecord, TurnRecord
+from services.router.sessions.store import Session, SessionStore, ToolRecord, TurnRecord
 
 
 def turn(turn_id: str, text: str) -> TurnRecord:

@@ -381,7 +381,7 @@ async def test_allowlisted_name_resolving_to_a_private_address_is_refused(
 async def test_router_link_survives_callers_cancelled_mid_submit(ex: Executor, open_channel: OpenChannel) -> None:
     # grpc.aio cancels the whole call when a task awaiting its write is cancelled; the router's multiplexed link
     # must not let one caller's cancel take down the stream every other call shares (runtime/mux_client.py).
-    from services.router.tools_link import ExecuteStream
+    from services.router.tools.link import ExecuteStream
 
     link = ExecuteStream(ex.address, open_channel)
     lost: list[str] = []
@@ -414,7 +414,7 @@ async def test_router_link_survives_callers_cancelled_mid_submit(ex: Executor, o
 async def test_router_link_fails_calls_at_once_after_the_executor_left(ex: Executor, open_channel: OpenChannel) -> None:
     # At start-up a call waits for an executor to connect; once the one it had went away (drained, killed), every
     # call fails in band as UNAVAILABLE at once: a turn during an outage must not spend seconds per call waiting.
-    from services.router.tools_link import ToolsLink
+    from services.router.tools.link import ToolsLink
 
     link = ToolsLink(ex.address, open_channel)
     link.start()

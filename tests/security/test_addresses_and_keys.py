@@ -10,7 +10,7 @@ from opentelemetry import baggage
 from opentelemetry.sdk.trace.sampling import Decision
 
 from gateway.auth import ApiKeys, KeyFormatError
-from services.router.sessions import session_keys
+from services.router.sessions.store import session_keys
 from services.runtime.errors import InvalidArgument
 from services.runtime.sampling import SAMPLE_BAGGAGE, BaggageSampler
 from services.runtime.tenancy import TENANT_BAGGAGE

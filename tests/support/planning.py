@@ -11,7 +11,6 @@ from typing import Any, cast
 import numpy as np
 
 from agentmesh.common.v1 import common_pb2
-from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
 from services.router.planning import Planner, PlanningSettings, SelectorSettings
 from services.router.planning.candidates import CardIndex
 from services.router.planning.embedding import Vectors
@@ -22,8 +21,9 @@ from services.router.planning.judges.similarity import SimilarityJudge
 from services.router.planning.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.planning.planner import scored_ask
 from services.router.planning.structured import Structured
-from services.router.session_records import ToolRecord, TurnRecord
-from services.router.turn_progress import TurnCounters
+from services.router.replicas.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
+from services.router.sessions.records import ToolRecord, TurnRecord
+from services.router.turn.progress import TurnCounters
 from services.runtime.language import ENGLISH
 
 OK = common_pb2.TOOL_CALL_STATUS_OK

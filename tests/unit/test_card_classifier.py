@@ -15,7 +15,7 @@ from services.router.planning.embedding import Vectors
 from services.router.planning.inputs import PlanInput
 from services.router.planning.judges import Decision
 from services.router.planning.settings import SelectorSettings
-from services.router.turn_progress import TurnCounters
+from services.router.turn.progress import TurnCounters
 from services.tools.builtin import clock
 from services.tools.convert import spec_to_proto
 from tests.support.planning import BagOfWords, Selector, band, planner_with

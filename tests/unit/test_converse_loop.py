@@ -172,8 +172,8 @@ class _SlowToClose:
 async def test_a_start_turn_right_after_turn_completed_waits_for_the_turn_to_finish_closing() -> None:
     from typing import cast
 
-    from services.router.agent_loop import AgentLoop
-    from services.router.converse import ConverseStream
+    from services.router.serving.converse import ConverseStream
+    from services.router.turn.agent_loop import AgentLoop
 
     sent: list[agent_pb2.ConverseResponse] = []
     first_sent, both_sent = asyncio.Event(), asyncio.Event()

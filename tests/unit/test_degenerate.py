@@ -10,7 +10,7 @@ from evals.cases import TurnSpec
 from evals.chat.__main__ import BEGIN, Row, Scored, choose, render, write_section
 from evals.degenerate import Verdict, judge, words
 from evals.records import TurnRecord
-from services.router.prompt import DEFAULT_SYSTEM_PROMPT
+from services.router.turn.prompt import DEFAULT_SYSTEM_PROMPT
 
 SYSTEM = DEFAULT_SYSTEM_PROMPT
 

@@ -9,8 +9,8 @@ import grpc.aio
 import pytest
 
 from gateway.routers import RouterPool
-from services.router.replicas import ReplicaSet
-from services.router.tools_link import ToolsLink
+from services.router.replicas.addresses import ReplicaSet
+from services.router.tools.link import ToolsLink
 from services.runtime.resolver import Resolver
 from tests.support.waiting import eventually
 

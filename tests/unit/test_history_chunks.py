@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.router.prompt import Message, PastTurn, history_cut, render_history
+from services.router.turn.prompt import Message, PastTurn, history_cut, render_history
 
 
 def turns(n: int) -> list[PastTurn]:

@@ -15,12 +15,13 @@ from agentmesh.tools.v1 import tools_pb2
 from agentmesh_client import Sampling
 from gateway.openai_request import parse_chat_request
 from services.inference.convert import request_from_proto
-from services.router.answer import Answerer
-from services.router.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
-from services.router.prompt import Message
-from services.router.servicer import AgentServicer, check_sampling
-from services.router.tool_round import ToolResults
-from services.router.turn_progress import TurnProgress
+from services.router.replicas.generation import GenerationDone, GenerationEvent, GenerationSpec, Generator
+from services.router.replicas.response_cache import ResponseCache
+from services.router.serving.servicer import AgentServicer, check_sampling
+from services.router.turn.answer import Answerer
+from services.router.turn.progress import TurnProgress
+from services.router.turn.prompt import Message
+from services.router.turn.tool_round import ToolResults
 from services.runtime.errors import InvalidArgument
 
 USER = [{"role": "user", "content": "hi"}]
@@ -94,11 +95,11 @@ def test_the_openai_edge_takes_openais_penalties_and_vllms_repetition_penalty() 
 
 
 def test_penalties_are_part_of_the_response_cache_key() -> None:
-    generator = Generator(cast(Any, None), cast(Any, None), cache=None, metrics=None, model_id="m")
+    cache = ResponseCache(cast(Any, None), "m", 600.0, None)
     messages = [Message("user", "hi")]
 
     def key(**sampling: Any) -> str:
-        return generator._cache_key(GenerationSpec(messages, common_pb2.SamplingParams(temperature=0, **sampling)))
+        return cache.key(GenerationSpec(messages, common_pb2.SamplingParams(temperature=0, **sampling)))
 
     keys = {key(), key(repetition_penalty=1.15), key(repetition_penalty=1.2), key(presence_penalty=0.5)}
     assert len(keys) == 4 and key(frequency_penalty=0.5) == key(frequency_penalty=0.5)

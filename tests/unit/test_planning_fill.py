@@ -15,8 +15,8 @@ from services.router.planning.inputs import restated
 from services.router.planning.judges import Decision, Verdict
 from services.router.planning.settings import SelectorSettings
 from services.router.planning.spans import spans
-from services.router.session_records import ToolRecord
-from services.router.turn_progress import TurnCounters
+from services.router.sessions.records import ToolRecord
+from services.router.turn.progress import TurnCounters
 from services.runtime.language import ENGLISH
 from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto

@@ -11,14 +11,14 @@ from typing import cast
 import pytest
 
 from agentmesh.common.v1 import common_pb2
-from services.router.generation import Generator
 from services.router.planning import JUDGE_NAMES, Planner, PlanningSettings, SelectorSettings
 from services.router.planning.candidates import CardIndex
 from services.router.planning.cards import name_words, tool_card
 from services.router.planning.copying import copy_constrained
 from services.router.planning.embedding import MiniLmEmbedder
 from services.router.planning.shots import card_calls
-from services.router.turn_progress import TurnCounters
+from services.router.replicas.generation import Generator
+from services.router.turn.progress import TurnCounters
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto
 from tests.support.planning import BagOfWords, Scripted, turn
@@ -191,3 +191,15 @@ def test_the_router_names_no_tool_and_holds_no_phrase_rules() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and phrase_rule.search(node.value):
                 found.append(f"{path.relative_to(ROUTER)}:{node.lineno} (a word alternation)")
     assert found == []
+
+
+def test_the_router_reads_as_its_parts_and_no_file_is_over_300_lines() -> None:
+    """The folder shows the router's parts (one subpackage each) and each module stays readable in one sitting."""
+    parts = {p.name for p in ROUTER.iterdir() if (p / "__init__.py").is_file()}
+    assert {"serving", "turn", "planning", "tools", "sessions", "replicas"} <= parts
+    top = sorted(p.name for p in ROUTER.glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "build.py", "config.py", "main.py", "metrics.py"]
+    long = [
+        f"{p.relative_to(ROUTER)}: {n}" for p in ROUTER.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300
+    ]
+    assert long == []

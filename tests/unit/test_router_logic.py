@@ -8,17 +8,17 @@ from dataclasses import dataclass
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2
-from services.router.picker import (
+from services.router.planning.grounding import ungrounded
+from services.router.planning.prompts import by_similarity, choose_schema, fill_messages, parse_choice
+from services.router.replicas.link import _LINK_DOWN, ReplicaLink, _merge
+from services.router.replicas.picker import (
     LeastLoadedPicker,
     ReplicaPicker,
     RoundRobinPicker,
     placement_key,
     rendezvous_order,
 )
-from services.router.planning.grounding import ungrounded
-from services.router.planning.prompts import by_similarity, choose_schema, fill_messages, parse_choice
-from services.router.prompt import Message, PastTurn, history_messages
-from services.router.replica_link import _LINK_DOWN, ReplicaLink, _merge
+from services.router.turn.prompt import Message, PastTurn, history_messages
 from services.runtime.flush import next_tick
 from services.tools.builtin import default_tools
 from services.tools.convert import spec_to_proto

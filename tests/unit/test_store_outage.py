@@ -9,7 +9,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.ratelimit import Limits, RedisRateLimiter
 from meshkit.up import free_port
-from services.router.converse import _as_mesh_error
+from services.router.serving.converse import _as_mesh_error
 from services.runtime.errors import Unavailable
 
 

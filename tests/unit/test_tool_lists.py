@@ -13,11 +13,11 @@ import pytest
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.planners import MemoEmbedder, Planners
 from services.router.planning import Planner
 from services.router.planning.embedding import Vectors
-from services.router.tool_lists import ToolList, ToolLists
-from services.router.tools_link import ToolsLink
+from services.router.tools.link import ToolsLink
+from services.router.tools.lists import ToolList, ToolLists
+from services.router.tools.planners import MemoEmbedder, Planners
 from services.runtime.errors import Unavailable
 from tests.support.waiting import eventually
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.convert import finished_event, record_result, replay
-from services.router.session_records import ToolRecord, TurnRecord, fold
+from services.router.serving.convert import finished_event, record_result, replay
+from services.router.sessions.records import ToolRecord, TurnRecord, fold
 
 
 def test_the_failure_reason_reaches_the_event_and_the_session_log() -> None:

@@ -20,8 +20,8 @@ from services.router.planning.judges import Decision, Verdict
 from services.router.planning.planner import scored_ask
 from services.router.planning.settings import SelectorSettings
 from services.router.planning.spans import spans
-from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
-from services.router.turn_progress import TurnCounters
+from services.router.turn.progress import TurnCounters
+from services.router.turn.prompt import Message, answer_messages, answer_opening, tool_messages
 from services.runtime.language import ENGLISH
 from services.tools.builtin import calculator, clock, kb_search, unit_convert
 from services.tools.convert import spec_to_proto

@@ -238,20 +238,12 @@ class CardIndex:
         return out
 
     def _word_score(
-        self,
-        words: frozenset[str],
-        action: str | None,
-        described: npt.NDArray[np.bool_],
-        weights: WordWeights | None,
+        self, words: frozenset[str], action: str | None, described: npt.NDArray[np.bool_], weights: WordWeights | None
     ) -> npt.NDArray[np.float32]:
-        """What a text's words add to each tool's cosine: for a described tool, the words it shares with the
-        card, by rarity, and whether its opening verb does what the tool's name says (``lexical.py``); nothing
-        for a tool with examples. One scale for scoring and coverage."""
-        s = self.settings
-        if weights is None or not described.any():
+        """What a text's words add to each tool's cosine (``WordWeights.added``, on this index's settings)."""
+        if weights is None:
             return np.zeros(len(described), dtype=np.float32)
-        score = s.described_words * weights.scores(words) + s.described_action * weights.agreement(action)
-        return np.where(described, score, 0.0).astype(np.float32)
+        return weights.added(words, action, described, self.settings.described_words, self.settings.described_action)
 
     def classify(self, vector: Vectors) -> tuple[str, float]:
         """The card classifier's class for ``vector`` (a tool's name, "" for no tool) and its probability."""

@@ -30,7 +30,7 @@ from services.router.planning.grounding import ground
 from services.router.planning.inputs import PlanInput, PlannedCall, context, resolved
 from services.router.planning.prompts import FILL_EXAMPLES, fill_messages, parse_arguments, worked_examples
 from services.router.planning.structured import Structured
-from services.router.turn_progress import TurnCounters
+from services.router.turn.progress import TurnCounters
 from services.runtime.language import Language
 
 log = logging.getLogger(__name__)

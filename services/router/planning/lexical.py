@@ -87,6 +87,22 @@ class WordWeights:
         kinds and differ, 0 otherwise (a verb whose kind is not plain agrees only with itself)."""
         return np.asarray([_agreement(action, mine) for mine in self.actions], dtype=np.float32)
 
+    def added(
+        self,
+        words: frozenset[str],
+        action: str | None,
+        described: npt.NDArray[np.bool_],
+        per_word: float,
+        per_verb: float,
+    ) -> npt.NDArray[np.float32]:
+        """What a text adds to each tool's cosine: for a tool described only, ``per_word`` times the words it shares
+        with the card and ``per_verb`` times whether its opening verb does what the name says; nothing for a tool
+        with examples. One scale for scoring a message and for no-tool coverage (``candidates.py``)."""
+        if not described.any():
+            return np.zeros(len(described), dtype=np.float32)
+        score = per_word * self.scores(words) + per_verb * self.agreement(action)
+        return np.where(described, score, 0.0).astype(np.float32)
+
 
 def _agreement(text: str | None, tool: str | None) -> float:
     if text is None or tool is None:

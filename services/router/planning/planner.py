@@ -28,7 +28,6 @@ from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.generation import Generator
 from services.router.metrics import RouterMetrics, count_selection
 from services.router.planning.candidates import CardIndex
 from services.router.planning.embedding import Embedder
@@ -42,7 +41,8 @@ from services.router.planning.judges.similarity import SimilarityJudge
 from services.router.planning.no_tool_examples import CAPABILITY_ASKS, NO_TOOL_EXAMPLES
 from services.router.planning.settings import PlanningSettings
 from services.router.planning.structured import Structured
-from services.router.turn_progress import TurnCounters
+from services.router.replicas.generation import Generator
+from services.router.turn.progress import TurnCounters
 from services.runtime.language import language_for
 
 

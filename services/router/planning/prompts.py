@@ -29,7 +29,7 @@ from typing import Any
 
 from agentmesh.common.v1 import common_pb2
 from services.router.planning.no_tool_examples import NO_TOOL_EXAMPLES
-from services.router.prompt import Message
+from services.router.turn.prompt import Message
 from services.runtime.language import ENGLISH, Language
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from opentelemetry import trace
 
 from agentmesh.common.v1 import common_pb2
-from services.router.generation import GenerationDone, GenerationSpec, Generator, annotate
 from services.router.metrics import RouterMetrics
-from services.router.prompt import Message
-from services.router.turn_progress import TurnCounters
+from services.router.replicas.generation import GenerationDone, GenerationSpec, Generator, annotate
+from services.router.turn.progress import TurnCounters
+from services.router.turn.prompt import Message
 
 
 class Structured:

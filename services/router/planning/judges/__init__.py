@@ -31,7 +31,7 @@ from typing import Protocol
 from agentmesh.common.v1 import common_pb2
 from services.router.planning.candidates import CardIndex, TextScore
 from services.router.planning.inputs import PlanInput, PlannedCall
-from services.router.turn_progress import TurnCounters
+from services.router.turn.progress import TurnCounters
 
 
 class Decision(Enum):

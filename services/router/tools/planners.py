@@ -27,7 +27,7 @@ import numpy as np
 
 from services.router.planning import Planner
 from services.router.planning.embedding import Embedder, Vectors
-from services.router.tool_lists import ToolList
+from services.router.tools.lists import ToolList
 
 
 class MemoEmbedder:

@@ -10,7 +10,7 @@ record and to its ``ToolResults`` (what the answer and a replan read). A failed
 tool is a result like any other (the model reads the failure); cancelling the
 round cancels every call still running.
 
-A call of one of the turn's client tools (``client_tools.py``) is not sent to
+A call of one of the turn's client tools (``client_tools.py``, beside this file) is not sent to
 the executor: after every ToolCallStarted, one ClientToolCalls hands those calls
 to the client, and each waits in the turn's mailbox for its result, which then
 finishes like a server call's; with ``end_at`` the round hands them out and
@@ -30,12 +30,12 @@ from opentelemetry import trace
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.client_tools import ClientCalls
-from services.router.convert import finished_event, progress_event, record_result, started_event
 from services.router.metrics import RouterMetrics
 from services.router.planning.inputs import PlannedCall
-from services.router.session_records import ToolRecord, TurnRecord
-from services.router.tools_link import OnProgress, ToolsLink
+from services.router.serving.convert import finished_event, progress_event, record_result, started_event
+from services.router.sessions.records import ToolRecord, TurnRecord
+from services.router.tools.link import OnProgress, ToolsLink
+from services.router.turn.client_tools import ClientCalls, prior_results
 from services.runtime.deadline import Deadline
 from services.runtime.interceptors.tracing import inject_context
 
@@ -167,3 +167,21 @@ class ToolRound:
             if not result.tool_name:
                 result.tool_name = call.tool_name
             return result
+
+
+def per_round(calls: list[PlannedCall], start: agent_pb2.StartTurn) -> list[PlannedCall]:
+    """The calls one round makes: with prior client results, only the mesh's; at most max_calls_per_round."""
+    if start.prior_tool_calls:
+        client = {t.name for t in start.client_tools}
+        calls = [c for c in calls if c.name not in client]
+    return calls[: start.max_calls_per_round] if start.max_calls_per_round else calls
+
+
+def take_prior(start: agent_pb2.StartTurn, record: TurnRecord, out: ToolResults) -> None:
+    """The client's calls already made for this message, into the turn's record and results."""
+    for result, prior in zip(prior_results(start), start.prior_tool_calls, strict=True):
+        call = ToolRecord(prior.call_id, prior.tool_name, prior.arguments_json or "{}", client_side=True)
+        record_result(call, result)
+        record.tool_calls.append(call)
+        out.results.append(result)
+        out.arguments[prior.call_id] = call.arguments_json

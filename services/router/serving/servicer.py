@@ -21,14 +21,14 @@ from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2, agent_pb2_grpc
 from agentmesh.common.v1 import common_pb2
-from services.router.agent_loop import AgentLoop
-from services.router.answer import default_repetition_penalty
-from services.router.client_tools import check_client_tools
-from services.router.converse import ConverseStream
-from services.router.convert import TOOL_CHOICE_MODES, session_message
-from services.router.generation import GenerationSpec, Generator
-from services.router.prompt import DEFAULT_SYSTEM_PROMPT, Message
-from services.router.sessions import SessionStore
+from services.router.replicas.generation import GenerationSpec, Generator
+from services.router.serving.converse import ConverseStream
+from services.router.serving.convert import TOOL_CHOICE_MODES, session_message
+from services.router.sessions.store import SessionStore
+from services.router.turn.agent_loop import AgentLoop
+from services.router.turn.answer import default_repetition_penalty
+from services.router.turn.client_tools import check_client_tools
+from services.router.turn.prompt import DEFAULT_SYSTEM_PROMPT, Message
 from services.runtime.context import current_request_id
 from services.runtime.converse_loop import OpenStreams
 from services.runtime.errors import FieldViolation, InvalidArgument, NotFound, Unauthenticated

@@ -20,9 +20,9 @@ from google.rpc import status_pb2
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.session_records import ToolRecord, TurnRecord
-from services.router.sessions import Session
-from services.router.turn_progress import TurnProgress
+from services.router.sessions.records import ToolRecord, TurnRecord
+from services.router.sessions.store import Session
+from services.router.turn.progress import TurnProgress
 from services.runtime.protoutil import duration, timestamp
 
 #: StartTurn's tool-choice mode as the planner names it; a mode not listed here is refused by validation.

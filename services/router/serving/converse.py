@@ -37,9 +37,9 @@ from redis.exceptions import RedisError
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.agent_loop import AgentLoop, TurnRequest
-from services.router.convert import completed
-from services.router.turn_progress import TurnProgress
+from services.router.serving.convert import completed
+from services.router.turn.agent_loop import AgentLoop, TurnRequest
+from services.router.turn.progress import TurnProgress
 from services.runtime.context import DEADLINE, current_request_id
 from services.runtime.converse_loop import read_converse
 from services.runtime.deadline import Deadline

@@ -29,7 +29,7 @@ import jsonschema
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.tool_lists import ToolList
+from services.router.tools.lists import ToolList
 from services.runtime.deadline import Deadline
 from services.runtime.errors import FieldViolation, InvalidArgument
 from services.runtime.protoutil import duration

@@ -5,9 +5,8 @@ schema). Out: ``GenerationEvent``s — text deltas, then one ``done`` with usage
 TTFT, the replica and why it was chosen.
 
 - Deterministic requests (temperature 0) are looked up in the response cache
-  (key: sha256 of tenant, model, messages, sampling, schema); an answer is stored once,
-  as its text, and a hit replays it in one delta without touching any replica,
-  marked ``cached``.
+  (``response_cache.py``); a hit replays the answer in one delta without
+  touching any replica, marked ``cached``.
 - Streaming: the first text goes out at once; after it, text is sent at most
   about once per ``flush_s`` (``--stream-flush-ms``, default 100), merged, and the rest with the
   result: the submit asks the replica to hold it (``flush_interval``, on flush
@@ -29,7 +28,6 @@ TTFT, the replica and why it was chosen.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -41,11 +39,12 @@ from opentelemetry import trace
 from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2
 from services.router.metrics import RouterMetrics
-from services.router.picker import Picker, placement_key
-from services.router.prompt import Message
-from services.router.replica_link import ReplicaDown, ReplicaLink
-from services.router.replicas import ReplicaSet
-from services.runtime.cache import TwoLevelCache, cache_key
+from services.router.replicas.addresses import ReplicaSet
+from services.router.replicas.link import ReplicaDown, ReplicaLink
+from services.router.replicas.picker import Picker, placement_key
+from services.router.replicas.response_cache import ResponseCache
+from services.router.turn.prompt import Message
+from services.runtime.cache import TwoLevelCache
 from services.runtime.deadline import Deadline
 from services.runtime.errors import (
     AgentMeshError,
@@ -119,46 +118,22 @@ class Generator:
         self._flush_s = flush_s
         self._replicas = replicas
         self._picker = picker
-        self._cache = cache
+        self._cache = None if cache is None else ResponseCache(cache, model_id, cache_ttl_s, metrics)
         self._metrics = metrics
-        self._model_id = model_id
-        self._cache_ttl_s = cache_ttl_s
-
-    def _cache_key(self, spec: GenerationSpec) -> str:
-        s = spec.sampling
-        sampling = {
-            "temperature": s.temperature,
-            "top_p": s.top_p if s.HasField("top_p") else None,
-            "top_k": s.top_k,
-            "max_tokens": s.max_tokens if s.HasField("max_tokens") else None,
-            "seed": s.seed if s.HasField("seed") else None,
-            "stop": list(s.stop),
-        }
-        for penalty in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
-            if s.HasField(penalty):  # only when set: the keys of requests without penalties stay as they were
-                sampling[penalty] = getattr(s, penalty)
-        messages = [list(m) for m in spec.messages]
-        return cache_key("response", current_tenant(), self._model_id, messages, sampling, spec.json_schema)
 
     async def stream(self, spec: GenerationSpec) -> AsyncGenerator[GenerationEvent, None]:
-        key = self._cache_key(spec) if spec.deterministic and self._cache is not None else None
+        cache = self._cache
+        key = cache.key(spec) if spec.deterministic and cache is not None else None
         if key is not None:
-            assert self._cache is not None
-            hit, _level = await self._cache.get(key)
-            if self._metrics is not None:
-                (self._metrics.cache_misses if hit is None else self._metrics.cache_hits).inc()
+            assert cache is not None
+            start = time.perf_counter()
+            hit = await cache.get(key)
             if hit is not None:
-                stored = json.loads(hit)
-                start = time.perf_counter()
-                text = stored["text"] if "text" in stored else "".join(stored["deltas"])  # "deltas": older entries
+                text, usage, finish_reason = hit
                 if text:
                     yield GenerationEvent(text=text)
-                usage = common_pb2.Usage(**stored["usage"])
-                yield GenerationEvent(
-                    done=GenerationDone(
-                        usage, stored["finish_reason"], time.perf_counter() - start, "", "cache", cached=True
-                    )
-                )
+                elapsed = time.perf_counter() - start
+                yield GenerationEvent(done=GenerationDone(usage, finish_reason, elapsed, "", "cache", cached=True))
                 return
 
         place = placement_key(spec.messages)
@@ -209,11 +184,16 @@ class Generator:
                     ttft = (first_token_at or time.perf_counter()) - start
                     if self._metrics is not None:
                         self._metrics.picked(link.target, choice.reason).inc()
-                    if key is not None and result.finish_reason in (
-                        common_pb2.FINISH_REASON_STOP,
-                        common_pb2.FINISH_REASON_LENGTH,
+                    if (
+                        cache is not None
+                        and key is not None
+                        and result.finish_reason
+                        in (
+                            common_pb2.FINISH_REASON_STOP,
+                            common_pb2.FINISH_REASON_LENGTH,
+                        )
                     ):
-                        await self._store(key, "".join(seen), usage, result.finish_reason)
+                        await cache.store(key, "".join(seen), usage, result.finish_reason)
                     yield GenerationEvent(
                         done=GenerationDone(
                             usage, result.finish_reason, ttft, link.target, choice.reason, failovers=failovers
@@ -238,18 +218,6 @@ class Generator:
             f"every inference replica failed{where}; last error: {last_error or 'none available'}",
             retry_after_s=1.0,
         )
-
-    async def _store(
-        self, key: str, text: str, usage: common_pb2.Usage, finish_reason: common_pb2.FinishReason.ValueType
-    ) -> None:
-        """The answer once, as text, to be replayed in one delta (never per token)."""
-        assert self._cache is not None
-        payload = {
-            "text": text,
-            "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-            "finish_reason": finish_reason,
-        }
-        await self._cache.set(key, json.dumps(payload).encode(), self._cache_ttl_s)
 
     def _submit(self, spec: GenerationSpec, partial: str, produced: int) -> inference_pb2.SubmitGeneration:
         salt = "" if self._share_prefix_cache else prefix_cache_salt(current_tenant())

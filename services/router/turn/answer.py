@@ -24,12 +24,12 @@ from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.convert import text_delta
-from services.router.generation import GenerationDone, GenerationSpec, Generator, annotate
 from services.router.metrics import RouterMetrics
-from services.router.prompt import Message, answer_messages, answer_opening, tool_messages
-from services.router.tool_round import ToolResults
-from services.router.turn_progress import TurnProgress
+from services.router.replicas.generation import GenerationDone, GenerationSpec, Generator, annotate
+from services.router.serving.convert import text_delta
+from services.router.turn.progress import TurnProgress
+from services.router.turn.prompt import Message, answer_messages, answer_opening, tool_messages
+from services.router.turn.tool_round import ToolResults
 
 
 class Answerer:

@@ -8,15 +8,15 @@ streams; TurnCompleted with usage, generations and how tools were selected).
 The completed turn is appended to the session log; a turn id already in the
 log is replayed from it, not run again. The turn's parts record what they have
 done in the progress as they go, so a turn that stops early still ends with a
-TurnCompleted (``converse.py`` sends that one).
+TurnCompleted (``serving/converse.py`` sends that one).
 
-Tools are the tenant's: ``tool_lists.py`` follows the list each tenant may use
-(the executor's WatchTools), and ``planners.py`` gives each distinct list its
+Tools are the tenant's: ``tools/lists.py`` follows the list each tenant may use
+(the executor's WatchTools), and ``tools/planners.py`` gives each distinct list its
 own planner, so a tool the tenant may not use is never a candidate.
 
-This file only sequences the parts, each in its own module: ``planning.py``
+This file only sequences the parts, each in its own module: ``planning/``
 (which tools, their arguments), ``tool_round.py`` (running a round),
-``answer.py`` (the answer's generation), ``convert.py`` (every proto the turn
+``answer.py`` (the answer's generation), ``serving/convert.py`` (every proto the turn
 sends, and the record it stores). After a successful tool round the turn
 answers: with embedding selection every ask of the message was selected up
 front, so there is nothing left to plan; LLM selection (``--tool-selection
@@ -42,21 +42,20 @@ from opentelemetry import trace
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.answer import Answerer
-from services.router.client_tools import ClientCalls, prior_results, turn_tools
-from services.router.convert import TOOL_CHOICE_MODES, accepted, completed, record_result, replay, usage_counts
-from services.router.generation import GenerationDone, Generator
 from services.router.metrics import RouterMetrics
-from services.router.planners import Planners
-from services.router.planning import PlanInput, Planner
-from services.router.planning.inputs import PlannedCall
-from services.router.prompt import DEFAULT_SYSTEM_PROMPT, PastTurn, history_cut, render_history, results_text
-from services.router.session_records import ToolRecord, TurnRecord
-from services.router.sessions import Session, SessionStore
-from services.router.tool_lists import ToolList, ToolLists
-from services.router.tool_round import ClientTools, ToolResults, ToolRound
-from services.router.tools_link import ToolsLink
-from services.router.turn_progress import TurnProgress
+from services.router.planning import PlanInput
+from services.router.replicas.generation import GenerationDone, Generator
+from services.router.serving.convert import TOOL_CHOICE_MODES, accepted, completed, replay, usage_counts
+from services.router.sessions.records import TurnRecord
+from services.router.sessions.store import Session, SessionStore
+from services.router.tools.link import ToolsLink
+from services.router.tools.lists import ToolList, ToolLists
+from services.router.tools.planners import Planners
+from services.router.turn.answer import Answerer
+from services.router.turn.client_tools import ClientCalls, turn_tools
+from services.router.turn.progress import TurnProgress
+from services.router.turn.prompt import DEFAULT_SYSTEM_PROMPT, PastTurn, history_cut, render_history, results_text
+from services.router.turn.tool_round import ClientTools, ToolResults, ToolRound, per_round, take_prior
 from services.runtime.errors import AlreadyExists, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -126,17 +125,12 @@ class AgentLoop:
         """The tools ``tenant`` may use now."""
         return (await self._lists.get(tenant)).specs
 
-    async def tools_for(self, tenant: str) -> tuple[list[common_pb2.ToolSpec], Planner]:
-        """The tools ``tenant`` may use now and the planner whose cards are theirs."""
-        tools = await self._lists.get(tenant)
-        return tools.specs, await self._planners.for_list(tools)
-
     async def warm_up(self) -> None:
         """Load the tools open to every tenant and embed their cards before the first turn (a tenant's own list
         re-embeds only its other tools); a tool executor that is not up yet only moves that work to the first
         turn that needs it."""
         try:
-            await self.tools_for("")
+            await self._planners.for_list(await self._lists.get(""))
         except (grpc.aio.AioRpcError, Unavailable) as exc:
             why = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else exc.message
             log.warning("tool list not loaded at start (%s); the first turn will load it", why)
@@ -231,7 +225,7 @@ class AgentLoop:
         mode = TOOL_CHOICE_MODES.get(start.tool_choice.mode, "auto")
         p.method = agent_pb2.TOOL_SELECTION_SKIPPED
         if start.prior_tool_calls:  # the client ran this message's calls already: their results are in
-            self._take_prior(start, record, out)
+            take_prior(start, record, out)
         if mode == "none":
             return
         mesh = await self._lists.get(req.tenant)
@@ -265,7 +259,7 @@ class AgentLoop:
         t0 = time.perf_counter()
         plan = await planner.plan(specs, turn, p.counters)
         p.method = plan.method
-        calls = self._per_round(plan.calls, start)
+        calls = per_round(plan.calls, start)
         p.planning_s += time.perf_counter() - t0
         done_calls: set[tuple[str, str]] = set()
         max_rounds = start.max_tool_rounds or self._settings.default_max_tool_rounds
@@ -284,26 +278,8 @@ class AgentLoop:
                 break
             t0 = time.perf_counter()
             calls = await planner.replan(specs, turn, results_text(out.results, out.arguments), p.counters)
-            calls = self._per_round([c for c in calls if (c.name, c.arguments_json) not in done_calls], start)
+            calls = per_round([c for c in calls if (c.name, c.arguments_json) not in done_calls], start)
             p.planning_s += time.perf_counter() - t0
-
-    @staticmethod
-    def _per_round(calls: list[PlannedCall], start: agent_pb2.StartTurn) -> list[PlannedCall]:
-        """The calls one round makes: with prior client results, only the mesh's; at most max_calls_per_round."""
-        if start.prior_tool_calls:
-            client = {t.name for t in start.client_tools}
-            calls = [c for c in calls if c.name not in client]
-        return calls[: start.max_calls_per_round] if start.max_calls_per_round else calls
-
-    @staticmethod
-    def _take_prior(start: agent_pb2.StartTurn, record: TurnRecord, out: ToolResults) -> None:
-        """The client's calls already made for this message, into the turn's record and results."""
-        for result, prior in zip(prior_results(start), start.prior_tool_calls, strict=True):
-            call = ToolRecord(prior.call_id, prior.tool_name, prior.arguments_json or "{}", client_side=True)
-            record_result(call, result)
-            record.tool_calls.append(call)
-            out.results.append(result)
-            out.arguments[prior.call_id] = call.arguments_json
 
     async def _record(
         self, session: Session, record: TurnRecord, p: TurnProgress, finish_reason: common_pb2.FinishReason.ValueType

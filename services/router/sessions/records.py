@@ -1,6 +1,6 @@
 """What a session holds: turn records, their schema-v1 events, and the fold that rebuilds turns from events.
 
-In: the events of a session's Redis stream (``sessions.py`` reads them), or
+In: the events of a session's Redis stream (``store.py`` reads them), or
 one archived turn's JSON. Out: ``TurnRecord`` objects, oldest first. A turn's
 events are always appended together, so folding a stream that starts at any
 turn boundary yields whole turns; the archive keeps one folded record per turn

@@ -30,7 +30,7 @@ import grpc.aio
 
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.tools_link import ToolsLink
+from services.router.tools.link import ToolsLink
 from services.runtime.errors import Unavailable
 
 log = logging.getLogger(__name__)

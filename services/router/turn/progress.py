@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
-from services.router.client_tools import ClientCalls
-from services.router.generation import GenerationDone
 from services.router.metrics import RouterMetrics
-from services.router.prompt import Message, estimate_tokens
+from services.router.replicas.generation import GenerationDone
+from services.router.turn.client_tools import ClientCalls
+from services.router.turn.prompt import Message, estimate_tokens
 
 
 @dataclass

@@ -18,7 +18,7 @@ during an executor outage would otherwise spend seconds per call waiting).
 ``list_tools(tenant)`` and
 ``watch_tools(tenant)`` fetch and follow the tools that tenant may use (the
 executor filters by the ``x-agentmesh-tenant`` metadata; no tenant: the tools
-open to every tenant); ``tool_lists.py`` keeps them per tenant. Each stream is
+open to every tenant); ``lists.py`` keeps them per tenant. Each stream is
 a ``runtime/mux_client.py`` link (connected once the executor took the stream,
 reconnect with backoff, serialised writes, cancel on caller exit); its channel
 lives as long as the stream, since the list calls use it too.

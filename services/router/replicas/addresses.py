@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import grpc.aio
 
-from services.router.replica_link import ReplicaLink
+from services.router.replicas.link import ReplicaLink
 from services.runtime.peers import PeerSet
 from services.runtime.resolver import Lookup, Resolver, getaddrinfo_lookup
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from services.router.session_records import SCHEMA_VERSION, ToolRecord, TurnRecord, fold
+from services.router.sessions.records import SCHEMA_VERSION, ToolRecord, TurnRecord, fold
 from services.runtime.errors import InvalidArgument
 from services.runtime.tenancy import check_tenant
 

@@ -1,0 +1,1 @@
+"""The router's gRPC layer: AgentService (Converse, Complete, GetSession, ListTools) and the gateway's Relay stream."""

@@ -1,0 +1,1 @@
+"""Sessions as event logs in Redis: the store, and the records and events it holds."""

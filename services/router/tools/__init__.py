@@ -1,0 +1,1 @@
+"""The router's side of the tool executors: the Execute streams, each tenant's tool list, a planner per list."""
