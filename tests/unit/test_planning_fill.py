@@ -350,3 +350,45 @@ def test_a_quotation_is_offered_whole_past_the_longest_span() -> None:
     # Seven words, past the longest span an implied copy offers, and a part of it is no value: offered whole.
     assert schema["properties"]["text"]["enum"][0] == "the meeting has been moved to Thursday"
     assert "moved to Thursday" not in schema["properties"]["text"]["enum"]
+
+
+ONCALL = common_pb2.ToolSpec(
+    name="get_oncall_schedule",
+    description="Who is on call for a team.",
+    parameters_json_schema=json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "team": {"type": "string", "description": "Team name."},
+                "date": {"type": "string", "format": "date", "description": "Day to look up; defaults to now."},
+            },
+            "required": ["team"],
+        }
+    ),
+)
+REMINDER = common_pb2.ToolSpec(
+    name="set_reminder",
+    description="Set a reminder.",
+    parameters_json_schema=json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "What to be reminded of."},
+                "when": {"type": "string", "description": "When to fire."},
+            },
+            "required": ["text", "when"],
+        }
+    ),
+)
+
+
+def test_a_time_said_on_its_own_is_a_value_only_of_a_property_about_time() -> None:
+    assert [ENGLISH.says_when(t) for t in ("today", "this weekend", "20 minutes", "7am tomorrow")] == [True] * 4
+    assert not any(ENGLISH.says_when(t) for t in ("payments today", "2026-05-01", "H-55012", "min price", ""))
+    message = "who's on call for networking this weekend?"
+    team = json.loads(copy_constrained(ONCALL.parameters_json_schema, message, implied=True))["properties"]["team"]
+    assert "networking" in team["enum"] and not any(ENGLISH.says_when(o) for o in team["enum"])
+    message = "remind me to take the chicken out of the freezer in 20 minutes"
+    props = json.loads(copy_constrained(REMINDER.parameters_json_schema, message, implied=True))["properties"]
+    assert "20 minutes" in props["when"]["enum"]
+    assert props["text"]["enum"] and not any(ENGLISH.says_when(o) for o in props["text"]["enum"])

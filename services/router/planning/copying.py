@@ -35,7 +35,7 @@ from services.router.planning.hints import (
     HINT_PREFIX,
 )
 from services.router.planning.labels import labelled, one_owner
-from services.router.planning.quantities import amounts
+from services.router.planning.quantities import amounts, within
 from services.router.planning.spans import (
     MAX_SPAN_WORDS,
     MAX_SPANS,
@@ -114,6 +114,8 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     shapes = [p.get("items") if isinstance(p, dict) and p.get("type") == "array" else p for p in props.values()]
     formats = {str(p["format"]) for p in shapes if isinstance(p, dict) and "format" in p}
     quoted = [f" {q} " for q in quotations(*sources)]
+    # A time said on its own ("today", "in 20 minutes") is a value only of a property about time.
+    times = {o for o in options if ENGLISH.says_when(o)}
     # Whatever the property: a span edged by a word of the schema's own names, or a part of a quotation.
     misplaced = {
         o
@@ -126,7 +128,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     for name, prop in props.items():
         if isinstance(prop, dict) and prop.get("type") in {"integer", "number"} and not {"enum", "const"} & set(prop):
             # An amount the user wrote on its own, in the unit the property names (``quantities.py``).
-            values = [v for v in amounts(name, prop, sources, ENGLISH) if _within(prop, v)]
+            values = [v for v in amounts(name, prop, sources, ENGLISH) if within(prop, v)]
             if values:
                 props[name] = {"type": prop["type"], "enum": values}
             continue
@@ -141,6 +143,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             fitting = [o for o in options if fits(prop, True, o)]
         others = formats - {prop.get("format")}  # a value of another property's format is that property's
         unlikely = misplaced.union(o for o in fitting if any(values_in(f, o) for f in others))
+        unlikely |= set() if ENGLISH.about_time(f"{name_words(name)} {prop.get('description', '')}") else times
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
             offered[name] = fitting
@@ -148,12 +151,6 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     for name, fitting in one_owner(offered, labelled(offered, sources, ENGLISH)).items():
         props[name] = {"type": "string", "enum": fitting}
     return json.dumps(schema)
-
-
-def _within(prop: dict[str, Any], value: float) -> bool:
-    """Whether ``value`` meets the property's ``minimum`` and ``maximum``, where it states them."""
-    low, high = prop.get("minimum"), prop.get("maximum")
-    return (not isinstance(low, (int, float)) or value >= low) and (not isinstance(high, (int, float)) or value <= high)
 
 
 def _schema_word(word: str, schema_words: frozenset[str]) -> bool:

@@ -49,4 +49,10 @@ def amounts(name: str, prop: dict[str, Any], sources: Sequence[str], language: L
     return list(out)
 
 
-__all__ = ["amounts", "unit_of"]
+def within(prop: dict[str, Any], value: float) -> bool:
+    """Whether ``value`` meets the property's ``minimum`` and ``maximum``, where it states them."""
+    low, high = prop.get("minimum"), prop.get("maximum")
+    return (not isinstance(low, (int, float)) or value >= low) and (not isinstance(high, (int, float)) or value <= high)
+
+
+__all__ = ["amounts", "unit_of", "within"]

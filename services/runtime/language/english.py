@@ -111,6 +111,23 @@ _TIME_UNIT_SPELLINGS = {
     "fortnight": "fortnight fortnights",
 }
 _TIME_UNIT_OF = _by_word(_TIME_UNIT_SPELLINGS)
+#: Words that say when, besides the time units: a value of these alone (numbers and function words aside) is a
+#: time, which only a property about time takes ("today" is no team's name, "20 minutes" no reminder's text).
+_WHEN_WORDS = frozenset(
+    re.findall(
+        r"[a-z]+",
+        """now today tonight tomorrow yesterday morning afternoon evening night noon midnight weekend weekends weekday
+        monday tuesday wednesday thursday friday saturday sunday january february april june july august september
+        october november december second seconds minute minutes hour hours day days week weeks month months year
+        years quarter am pm ago next last past coming every later""",
+    )
+)
+#: A number or a word, apart: "7am" is 7 and "am", "2h" 2 and "h".
+_NUMBER_OR_WORD = re.compile(r"\d+(?:[.,]\d+)*|[a-z]+(?:'[a-z]+)?")
+#: Whether a token counts what follows it ("2" h, "an" hour).
+_COUNTS = re.compile(r"\d.*|an?").fullmatch
+#: Words by which a property's name or description says it takes a time (with the words above and the units).
+_ABOUT_TIME = frozenset(re.findall(r"[a-z]+", "when date dates time times due until since start end duration period"))
 #: A number written on its own — a price's currency sign, a count's "#" and a percent sign aside, a time unit
 #: glued on ("30min") — not a piece of a date, a time, a version or an id ("2026-02-17", "7:30", "3.8.1").
 _QUANTITY = re.compile(r"[$€£#~]?(?P<n>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?P<unit>[a-z]+)?%?")
@@ -297,6 +314,21 @@ class English:
     def span_clauses(self, text: str) -> list[str]:
         """The stretches of ``text`` a copied span may not cross."""
         return _CLAUSE_END.split(text)
+
+    def says_when(self, text: str) -> bool:
+        """Whether ``text`` is a time and nothing else: its words, numbers and function words aside, all say when
+        or how long ("today", "this weekend", "in 20 minutes", "7am tomorrow", "the last 2 hours")."""
+        tokens = _NUMBER_OR_WORD.findall(text.lower())
+        said = [
+            w in _WHEN_WORDS or (w in _TIME_UNIT_OF and i > 0 and bool(_COUNTS(tokens[i - 1])))
+            for i, w in enumerate(tokens)
+            if w[0].isalpha() and w not in STOP_WORDS  # an abbreviation counts after a number only: "H-55012"
+        ]
+        return bool(said) and all(said)
+
+    def about_time(self, text: str) -> bool:
+        """Whether a property's name and description (``text``) say it takes a time ("When to fire", "due date")."""
+        return any(w in _ABOUT_TIME or w in _WHEN_WORDS or w in _TIME_UNIT_OF for w in _WORD.findall(text.lower()))
 
     def is_glue(self, word: str) -> bool:
         """A word a copied value never starts or ends with ("in", "to", "of")."""
