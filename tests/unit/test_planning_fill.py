@@ -328,19 +328,20 @@ async def test_a_clause_without_its_tools_target_unit_fills_from_the_whole_messa
     assert "mph" in to_unit["enum"] and "km/h" not in to_unit["enum"]
 
 
-TRANSLATE = common_pb2.ToolSpec(
-    name="translate_text",
-    description="Translate text between languages.",
-    parameters_json_schema=json.dumps(
-        {
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "Text to translate."},
-                "target_language": {"type": "string", "description": "Language to translate into."},
-            },
-            "required": ["text", "target_language"],
-        }
-    ),
+def described(name: str, description: str, properties: dict[str, Any], required: list[str]) -> common_pb2.ToolSpec:
+    """A tool as an MCP server or an OpenAI ``tools`` list brings it: a name, a description and a schema."""
+    schema = {"type": "object", "properties": properties, "required": required}
+    return common_pb2.ToolSpec(name=name, description=description, parameters_json_schema=json.dumps(schema))
+
+
+TRANSLATE = described(
+    "translate_text",
+    "Translate text between languages.",
+    {
+        "text": {"type": "string", "description": "Text to translate."},
+        "target_language": {"type": "string", "description": "Language to translate into."},
+    },
+    ["text", "target_language"],
 )
 
 
@@ -352,33 +353,23 @@ def test_a_quotation_is_offered_whole_past_the_longest_span() -> None:
     assert "moved to Thursday" not in schema["properties"]["text"]["enum"]
 
 
-ONCALL = common_pb2.ToolSpec(
-    name="get_oncall_schedule",
-    description="Who is on call for a team.",
-    parameters_json_schema=json.dumps(
-        {
-            "type": "object",
-            "properties": {
-                "team": {"type": "string", "description": "Team name."},
-                "date": {"type": "string", "format": "date", "description": "Day to look up; defaults to now."},
-            },
-            "required": ["team"],
-        }
-    ),
+ONCALL = described(
+    "get_oncall_schedule",
+    "Who is on call for a team.",
+    {
+        "team": {"type": "string", "description": "Team name."},
+        "date": {"type": "string", "format": "date", "description": "Day to look up; defaults to now."},
+    },
+    ["team"],
 )
-REMINDER = common_pb2.ToolSpec(
-    name="set_reminder",
-    description="Set a reminder.",
-    parameters_json_schema=json.dumps(
-        {
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "What to be reminded of."},
-                "when": {"type": "string", "description": "When to fire."},
-            },
-            "required": ["text", "when"],
-        }
-    ),
+REMINDER = described(
+    "set_reminder",
+    "Set a reminder.",
+    {
+        "text": {"type": "string", "description": "What to be reminded of."},
+        "when": {"type": "string", "description": "When to fire."},
+    },
+    ["text", "when"],
 )
 
 
