@@ -16,23 +16,27 @@ starts from (``services``, ``gateway``, ``evals``, ``loadtest``, ``tests``),
 which Python runs before any module of the package. Set in a test's body it
 changed nothing (measured). A value set by the operator is kept.
 
-The garbage collector is paused across every fork too. uvloop's child runs
-Python's after-fork callbacks (``PyOS_AfterFork_Child``: threading's, the
-locks' reinit) before its ``exec``, and a collection triggered there freed
-objects other threads of the parent had been using: a grpcurl child of the
-test session died of SIGSEGV in ``TaskObj_dealloc`` under a collection inside
-``threading``'s after-fork callback (``make test``, 1 spawn in the session,
-with gRPC's handlers already off). CPython's own ``subprocess`` runs no Python
-in the child for the same reason. The collector is paused before the fork
-(``os.register_at_fork``) and resumed in the parent after it, and in the
-child by the callback registered here, after the earlier-registered ones have
-run (a child that goes on running Python, such as a ``fork`` multiprocessing
-worker, collects again).
+The garbage collector is paused across every fork too, and stays paused in the
+child. uvloop's child runs Python's after-fork callbacks (``PyOS_AfterFork_Child``:
+threading's, the locks' reinit, and those of every library imported since)
+before its ``exec``, and a collection triggered there freed objects other
+threads of the parent had been using: grpcurl children of the test session died
+of SIGSEGV in ``TaskObj_dealloc`` (``make test``, once in ``threading``'s
+callback, and once — with the collector resumed by the child callback registered
+here — in a callback registered after it, which ran with the collector on again).
+CPython's own ``subprocess`` runs no Python in the child for the same reason. So
+the collector is paused before the fork (``os.register_at_fork``), resumed in the
+parent after it, and in the child only by a ``fork`` multiprocessing worker,
+which goes on running Python: multiprocessing's own after-fork hooks run in its
+bootstrap, after every ``os``-level callback. A bare ``os.fork()`` child that
+goes on running Python without ``exec`` (none here) would run without the
+collector.
 """
 
 from __future__ import annotations
 
 import gc
+import multiprocessing.util
 import os
 
 VARIABLE = "GRPC_ENABLE_FORK_SUPPORT"
@@ -55,11 +59,22 @@ def exec_only() -> None:
     and pause the garbage collector across forks (once per process)."""
     os.environ.setdefault(VARIABLE, "false")
     if not _registered:
-        os.register_at_fork(before=_pause, after_in_parent=_resume, after_in_child=_resume)
+        os.register_at_fork(before=_pause, after_in_parent=_resume)
+        multiprocessing.util.register_after_fork(_WORKER, _worker_resumes)
         _registered.append(True)
 
 
+class _Worker:
+    """What multiprocessing's after-fork registry holds (weakly): one per process, kept by this module."""
+
+
+_WORKER = _Worker()
 _registered: list[bool] = []
+
+
+def _worker_resumes(_: _Worker) -> None:
+    """In a ``fork`` multiprocessing worker, after every after-fork callback: the collector runs again."""
+    _resume()
 
 
 __all__ = ["VARIABLE", "exec_only"]

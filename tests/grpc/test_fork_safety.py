@@ -60,21 +60,33 @@ def test_an_operators_own_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> No
     assert os.environ[VARIABLE] == "false"
 
 
-def test_the_collector_is_paused_across_a_fork_and_resumed_on_both_sides() -> None:
+def test_the_collector_stays_paused_in_a_forked_child_and_runs_again_in_a_worker() -> None:
     assert forks._registered  # the test session imported ``tests``, whose __init__ registered the callbacks
     assert gc.isenabled()
     forks._pause()
     assert not gc.isenabled()
     forks._resume()
     assert gc.isenabled()
-    # A child that goes on running Python (a fork without exec) collects again, and the parent too.
+    # A child stays paused through every after-fork callback (it is about to exec); the parent collects again;
+    # a fork multiprocessing worker, which goes on running Python, collects again too.
     probe = (
-        "import gc, os, sys\n"
+        "import gc, multiprocessing, os, sys\n"
         "import services\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    os._exit(0 if gc.isenabled() else 3)\n"
-        "_, status = os.waitpid(pid, 0)\n"
-        "sys.exit(os.waitstatus_to_exitcode(status) or (0 if gc.isenabled() else 4))\n"
+        "def work(out):\n"
+        "    out.put(gc.isenabled())\n"
+        "if __name__ == '__main__':\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os._exit(3 if gc.isenabled() else 0)\n"
+        "    _, status = os.waitpid(pid, 0)\n"
+        "    if os.waitstatus_to_exitcode(status) or not gc.isenabled():\n"
+        "        sys.exit(4)\n"
+        "    ctx = multiprocessing.get_context('fork')\n"
+        "    out = ctx.Queue()\n"
+        "    worker = ctx.Process(target=work, args=(out,))\n"
+        "    worker.start()\n"
+        "    enabled = out.get(timeout=30)\n"
+        "    worker.join()\n"
+        "    sys.exit(0 if enabled else 5)\n"
     )
     assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
