@@ -122,13 +122,12 @@ class Generator:
         self._metrics = metrics
 
     async def stream(self, spec: GenerationSpec) -> AsyncGenerator[GenerationEvent, None]:
-        cache = self._cache
-        key = cache.key(spec) if spec.deterministic and cache is not None else None
-        if key is not None:
-            assert cache is not None
-            start = time.perf_counter()
+        cache = self._cache if spec.deterministic else None
+        key = cache.key(spec) if cache is not None else ""
+        if cache is not None:
             hit = await cache.get(key)
             if hit is not None:
+                start = time.perf_counter()
                 text, usage, finish_reason = hit
                 if text:
                     yield GenerationEvent(text=text)
@@ -184,14 +183,9 @@ class Generator:
                     ttft = (first_token_at or time.perf_counter()) - start
                     if self._metrics is not None:
                         self._metrics.picked(link.target, choice.reason).inc()
-                    if (
-                        cache is not None
-                        and key is not None
-                        and result.finish_reason
-                        in (
-                            common_pb2.FINISH_REASON_STOP,
-                            common_pb2.FINISH_REASON_LENGTH,
-                        )
+                    if cache is not None and result.finish_reason in (
+                        common_pb2.FINISH_REASON_STOP,
+                        common_pb2.FINISH_REASON_LENGTH,
                     ):
                         await cache.store(key, "".join(seen), usage, result.finish_reason)
                     yield GenerationEvent(

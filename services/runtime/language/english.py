@@ -123,7 +123,7 @@ _WHEN_WORDS = frozenset(
     )
 )
 #: A number or a word, apart: "7am" is 7 and "am", "2h" 2 and "h".
-_NUMBER_OR_WORD = re.compile(r"\d+(?:[.,]\d+)*|[a-z]+(?:'[a-z]+)?")
+_NUMBER_OR_WORD = re.compile(rf"\d+(?:[.,]\d+)*|{_WORD.pattern}")
 #: Whether a token counts what follows it ("2" h, "an" hour).
 _COUNTS = re.compile(r"\d.*|an?").fullmatch
 #: Words by which a property's name or description says it takes a time (with the words above and the units).
