@@ -158,6 +158,9 @@ def _parse_args(tool: str, spec: Any, where: str, catalog: Mapping[str, Any] | N
         return dict(spec)
     if isinstance(spec, dict):  # a list of accepted spellings, written as the catalog's cases write it
         spec = {k: v["any_of"] if isinstance(v, dict) and set(v) == {"any_of"} else v for k, v in spec.items()}
+        keywords = spec.get("keywords")
+        if tool == "kb_search" and isinstance(keywords, dict) and set(keywords) == {"contains"}:
+            spec["keywords"] = [keywords["contains"]]  # "the keywords contain this word", as a free-text field's
         if tool == "kb_search" and isinstance(spec.get("keywords"), list):
             spec["keywords"] = [k.lower() if isinstance(k, str) else k for k in spec["keywords"]]
     if tool not in ARG_FIELDS:

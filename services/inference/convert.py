@@ -131,6 +131,17 @@ def request_from_proto(
     if len(submit.cache_salt) > MAX_CACHE_SALT_LEN:
         bad.append(FieldViolation("submit.cache_salt", f"must be at most {MAX_CACHE_SALT_LEN} characters"))
 
+    continuation: str | None = None
+    if submit.HasField("scoring"):
+        continuation = submit.scoring.continuation
+        if not continuation.strip():
+            bad.append(FieldViolation("submit.scoring.continuation", "must not be empty"))
+        if submit.HasField("sampling"):
+            bad.append(FieldViolation("submit.sampling", "must be unset when scoring (nothing is generated)"))
+        if schema_text is not None:
+            bad.append(FieldViolation("submit.structured_output", "must be unset when scoring (nothing is generated)"))
+        temperature, max_tokens = 0.0, 1  # the engine runs one step to read the prompt's log-probabilities
+
     if bad:
         raise InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in bad), bad)
     return GenerationRequest(
@@ -152,6 +163,7 @@ def request_from_proto(
         add_generation_prompt=submit.chat.add_generation_prompt if kind == "chat" else False,
         continue_final_message=submit.chat.continue_final_message if kind == "chat" else False,
         cache_salt=submit.cache_salt,
+        continuation=continuation,
     )
 
 

@@ -67,6 +67,8 @@ class GenerationRequest:
     continue_final_message: bool = False
     #: Prefix-cache partition: only requests with the same salt share cached blocks ("" = shared).
     cache_salt: str = ""
+    #: Score this text after the prompt instead of generating (``SubmitGeneration.scoring``); None: generate.
+    continuation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class PreparedRequest:
 
     request: GenerationRequest
     prompt_token_ids: tuple[int, ...]
+    #: With a continuation to score: where its tokens start in ``prompt_token_ids`` (they end it).
+    scored_from: int | None = None
 
 
 class FinishReason(enum.Enum):
@@ -92,12 +96,22 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class ContinuationScore:
+    """A scored continuation: the summed natural-log probability of its tokens, and how many there are."""
+
+    logprob: float
+    tokens: int
+
+
+@dataclass(frozen=True)
 class Finished:
     """How a generation ended (on its last update)."""
 
     reason: FinishReason
     usage: Usage
     queue_time_s: float | None = None
+    #: The continuation's score, when the request scored one.
+    continuation: ContinuationScore | None = None
 
 
 @dataclass(frozen=True)

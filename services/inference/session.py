@@ -197,6 +197,9 @@ class GenerateSession(MuxServer[inference_pb2.GenerateRequest, inference_pb2.Gen
                             result.time_to_first_token.CopyFrom(duration(ttft))
                         if f.queue_time_s is not None:
                             result.queue_time.CopyFrom(duration(f.queue_time_s))
+                        if f.continuation is not None:
+                            result.continuation.logprob = f.continuation.logprob
+                            result.continuation.tokens = f.continuation.tokens
                         self._record_finish(f.reason, now - start, f.usage)
                     if not self._settings.coalesce:
                         await self.send(inference_pb2.GenerateResponse(deltas=[self._pending.pop(rid)]))

@@ -21,6 +21,8 @@ Nothing is random: the same request gives the same output and timing on every
 replica. Sampling other than ``max_tokens`` (temperature, top-p/k, seed, stop
 strings, the presence, frequency and repetition penalties) is validated as for
 vLLM (``convert.py``) and then ignored: the text is not a model's to change.
+A scored continuation (``SubmitGeneration.scoring``) costs its prefill and
+one step and scores 0: with no model, every candidate ties.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from services.inference.engine import (
+    ContinuationScore,
     Engine,
     EngineDead,
     Finished,
@@ -146,8 +149,11 @@ class SimulatorEngine(Engine):
 
     def prepare(self, request: GenerationRequest) -> PreparedRequest:
         ids = tokenize(render_chat(request))
+        scored_from = None
+        if request.continuation is not None:
+            scored_from, ids = len(ids), ids + tokenize(request.continuation)
         check_fits(request, len(ids), self.settings.max_model_len)
-        return PreparedRequest(request=request, prompt_token_ids=ids)
+        return PreparedRequest(request=request, prompt_token_ids=ids, scored_from=scored_from)
 
     async def generate(
         self, prepared: PreparedRequest, engine_request_id: str
@@ -261,11 +267,17 @@ class SimulatorEngine(Engine):
         elif seq.emitted >= req.sampling.max_tokens:
             reason = FinishReason.LENGTH
         finished = None
+        scored_from = seq.prepared.scored_from
         if reason is not None:
             self._running.remove(seq)
+            ids = seq.prepared.prompt_token_ids
             finished = Finished(
                 reason=reason,
-                usage=Usage(len(seq.prepared.prompt_token_ids), seq.emitted, seq.cached_tokens),
+                usage=Usage(len(ids), seq.emitted, seq.cached_tokens),
                 queue_time_s=(seq.admitted_at or seq.arrived) - seq.arrived,
+                continuation=None if scored_from is None else ContinuationScore(0.0, len(ids) - scored_from),
             )
+        if scored_from is not None:  # a scoring outputs no text
+            seq.queue.put_nowait(GenerationUpdate(text="", token_ids=(), finished=finished))
+            return
         seq.queue.put_nowait(GenerationUpdate(text=text, token_ids=tokenize(text) or (0,), finished=finished))

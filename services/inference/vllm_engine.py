@@ -5,7 +5,11 @@ session (automatic prefix caching), schedules by priority, and constrains
 output with xgrammar (``disable_any_whitespace``: without it the small model
 pads JSON with whitespace forever). Chat prompts are rendered with the model's
 chat template here and passed as token ids, so the prompt length is known
-(and checked) before the engine sees it. Load figures come from a stat logger
+(and checked) before the engine sees it. A continuation to score is tokenised
+on its own and appended; the engine runs one step with the prompt's
+log-probabilities on (which reads no prefix cache: vLLM computes every
+prompt position then) and the sum over the continuation's positions is the
+score. Load figures come from a stat logger
 fed by the engine's scheduler stats every step (``vllm_stats``).
 
 vLLM starts its engine core with multiprocessing *spawn*: this module imports
@@ -23,6 +27,7 @@ from typing import Any
 from services.inference.chat import supports_tool_role, template_messages
 from services.inference.engine import (
     ChatTurn,
+    ContinuationScore,
     Engine,
     EngineDead,
     Finished,
@@ -161,8 +166,12 @@ class VllmEngine(Engine):
                 )
             except Exception as exc:  # the template rejects odd role sequences
                 raise InvalidArgument.field("submit.chat.messages", f"cannot apply the chat template: {exc}") from None
+        scored_from = None
+        if request.continuation is not None:
+            scored_from = len(ids)
+            ids = [*ids, *self._tokenizer(request.continuation, add_special_tokens=False).input_ids]
         check_fits(request, len(ids), self.settings.max_model_len)
-        return PreparedRequest(request=request, prompt_token_ids=tuple(int(i) for i in ids))
+        return PreparedRequest(request=request, prompt_token_ids=tuple(int(i) for i in ids), scored_from=scored_from)
 
     def _sampling_params(self, request: GenerationRequest) -> Any:
         from vllm import SamplingParams
@@ -183,6 +192,8 @@ class VllmEngine(Engine):
         }
         if s.top_k > 0:
             kwargs["top_k"] = s.top_k
+        if request.continuation is not None:
+            kwargs["prompt_logprobs"] = 0  # each prompt token's own log-probability, no alternatives
         if request.json_schema:
             kwargs["structured_outputs"] = StructuredOutputsParams(
                 json=request.json_schema, disable_any_whitespace=True
@@ -208,10 +219,13 @@ class VllmEngine(Engine):
             prompt["cache_salt"] = request.cache_salt
         completion = 0
         cached = 0
+        scored: ContinuationScore | None = None
         try:
             async for out in self._llm.generate(prompt, params, engine_request_id, priority=request.priority):
                 o = out.outputs[0]
                 completion += len(o.token_ids)
+                if prepared.scored_from is not None and out.prompt_logprobs:
+                    scored = continuation_score(prepared, out.prompt_logprobs)
                 if out.num_cached_tokens:
                     cached = int(out.num_cached_tokens)
                 finished = None
@@ -224,7 +238,11 @@ class VllmEngine(Engine):
                     if metrics is not None and metrics.scheduled_ts and metrics.queued_ts:
                         queue = max(0.0, float(metrics.scheduled_ts - metrics.queued_ts))
                     usage = Usage(len(prepared.prompt_token_ids), completion, cached)
-                    finished = Finished(reason=reason, usage=usage, queue_time_s=queue)
+                    finished = Finished(reason=reason, usage=usage, queue_time_s=queue, continuation=scored)
+                if prepared.scored_from is not None:  # the one step's token is no output of a scoring
+                    if finished is not None:
+                        yield GenerationUpdate(text="", token_ids=(), finished=finished)
+                    continue
                 yield GenerationUpdate(text=o.text, token_ids=tuple(o.token_ids), finished=finished)
         except EngineDeadError:
             raise EngineDead() from None
@@ -248,3 +266,15 @@ class VllmEngine(Engine):
         if self._llm is None:
             return 0
         return int(self._llm.output_processor.get_num_unfinished_requests())
+
+
+def continuation_score(prepared: PreparedRequest, prompt_logprobs: Any) -> ContinuationScore:
+    """The summed log-probability of the prompt's scored tail (vLLM gives one entry per prompt position, the first
+    None, each mapping token id to its ``Logprob``; with ``prompt_logprobs=0`` only the token read is there)."""
+    start = prepared.scored_from or 0
+    ids = prepared.prompt_token_ids
+    total = 0.0
+    for position in range(max(1, start), len(ids)):
+        entry = prompt_logprobs[position]
+        total += float(entry[ids[position]].logprob)
+    return ContinuationScore(logprob=total, tokens=len(ids) - start)

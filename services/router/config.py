@@ -132,9 +132,21 @@ class RouterConfig(RedisConfig):
         "a message the other judges left open (1: the embedding ranks which tool, the model judges whether)",
         check=positive,
     )
+    selector_likelihood_candidates: int = opt(
+        5,
+        "likelihood judge: how many of the best-ranked candidate tools it reorders by how likely the message is "
+        "as a request written for each (one scoring on a replica per candidate)",
+        check=positive,
+    )
+    selector_likelihood_weight: float = opt(
+        0.5,
+        "likelihood judge: the weight of the model's per-token log-probability of the message beside the card "
+        "score; 0: off",
+        check=non_negative,
+    )
     judges: tuple[str, ...] = opt(
         (),
-        "the planning judges in order, comma-separated, from similarity, schema, classifier, llm "
+        "the planning judges in order, comma-separated, from similarity, schema, classifier, likelihood, llm "
         "(default: the --tool-selection mode's chain)",
     )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
@@ -165,6 +177,8 @@ class RouterConfig(RedisConfig):
             described_words=self.selector_described_words,
             described_action=self.selector_described_action,
             band_candidates=self.selector_band_candidates,
+            likelihood_candidates=self.selector_likelihood_candidates,
+            likelihood_weight=self.selector_likelihood_weight,
         )
         if self.judges:
             return PlanningSettings(judges=self.judges, selector=selector)

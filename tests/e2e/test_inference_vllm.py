@@ -13,7 +13,7 @@ from agentmesh.common.v1 import common_pb2
 from agentmesh.inference.v1 import inference_pb2, inference_pb2_grpc
 from services.runtime.status_decode import code_from_number
 from tests.e2e.conftest import VllmReplica
-from tests.support.generate import GenerateStream, abort, submit
+from tests.support.generate import GenerateStream, abort, scoring, submit
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.vllm
@@ -53,6 +53,29 @@ async def test_structured_output_matches_the_schema(vllm_replica: VllmReplica) -
     await stream.wait("json")
     await stream.close()
     jsonschema.validate(json.loads(stream.got.text("json")), schema)
+
+
+async def test_a_request_scores_higher_after_the_prompt_it_was_written_for_and_nothing_is_generated(
+    vllm_replica: VllmReplica,
+) -> None:
+    def written_for(tool: str) -> list[tuple[common_pb2.Role.ValueType, str]]:
+        return [(USER, f"Tool: {tool}\nWrite a request a user would send to this tool.")]
+
+    weather = written_for("get weather forecast. The weather forecast for a city over the next days.")
+    translate = written_for("translate text. Translate a text into another language.")
+    ask = "Will it rain in Paris tomorrow?"
+    stream = GenerateStream(vllm_replica.channel)
+    await stream.send(
+        scoring("fits", ask, weather), scoring("fits-again", ask, weather), scoring("odd", ask, translate)
+    )
+    await stream.wait("fits", "fits-again", "odd")
+    await stream.close()
+    fits, again, odd = (stream.got.result(r) for r in ("fits", "fits-again", "odd"))
+    assert fits.continuation.tokens == odd.continuation.tokens > 3  # the same text, tokenised on its own
+    assert fits.continuation.logprob == pytest.approx(again.continuation.logprob, abs=1e-3)  # deterministic
+    assert fits.continuation.logprob > odd.continuation.logprob
+    assert stream.got.text("fits") == "" and fits.finish_reason != common_pb2.FINISH_REASON_ERROR
+    assert fits.usage.prompt_tokens > fits.continuation.tokens
 
 
 async def test_repeated_long_prefix_is_served_from_the_prefix_cache(vllm_replica: VllmReplica) -> None:

@@ -24,7 +24,7 @@ from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
 from services.runtime.status_decode import code_from_number
 from tests.conftest import StartServer
-from tests.support.generate import GenerateStream, abort, submit
+from tests.support.generate import GenerateStream, abort, scoring, submit
 from tests.support.waiting import eventually
 
 OpenChannel = Callable[..., grpc.aio.Channel]
@@ -175,6 +175,11 @@ def _flushing(message: inference_pb2.GenerateRequest, ms: int) -> inference_pb2.
     return message
 
 
+def _sampled(message: inference_pb2.GenerateRequest) -> inference_pb2.GenerateRequest:
+    message.submit.sampling.max_tokens = 4
+    return message
+
+
 @pytest.mark.parametrize(
     ("message", "field"),
     [
@@ -193,6 +198,8 @@ def _flushing(message: inference_pb2.GenerateRequest, ms: int) -> inference_pb2.
         (submit("e10", chat=[(common_pb2.ROLE_UNSPECIFIED, "hi")]), "submit.chat.messages[0].role"),
         (_flushing(submit("e11", "fine"), 61_000), "submit.flush_interval"),
         (_flushing(submit("e12", "fine"), -5), "submit.flush_interval"),
+        (scoring("e13", "  ", [(common_pb2.ROLE_USER, "hi")]), "submit.scoring.continuation"),
+        (_sampled(scoring("e14", "a request", [(common_pb2.ROLE_USER, "hi")])), "submit.sampling"),
     ],
 )
 async def test_bad_input_is_a_per_request_invalid_argument(
@@ -233,6 +240,16 @@ async def test_structured_output_is_valid_json(replica: Replica) -> None:
     await stream.wait("json")
     await stream.close()
     jsonschema.validate(json.loads(stream.got.text("json")), schema)
+
+
+async def test_a_scoring_sends_no_text_and_reports_its_continuation(replica: Replica) -> None:
+    stream = GenerateStream(replica.channel)
+    await stream.send(scoring("score", "three words here", [(common_pb2.ROLE_USER, "say something")]))
+    await stream.wait("score")
+    await stream.close()
+    result = stream.got.result("score")
+    assert stream.got.text("score") == "" and result.finish_reason != common_pb2.FINISH_REASON_ERROR
+    assert result.continuation.tokens == 3 and result.continuation.logprob == 0.0  # the simulator has no model
 
 
 async def test_load_reports_ride_on_the_stream_and_get_load(replica: Replica) -> None:

@@ -43,6 +43,16 @@ def submit(
     return inference_pb2.GenerateRequest(submit=s)
 
 
+def scoring(
+    request_id: str, continuation: str, chat: Sequence[tuple[common_pb2.Role.ValueType, str]]
+) -> inference_pb2.GenerateRequest:
+    """A request that scores ``continuation`` as the answer to ``chat`` (no sampling: nothing is generated)."""
+    message = submit(request_id, chat=chat, max_tokens=None)
+    message.submit.ClearField("sampling")
+    message.submit.scoring.continuation = continuation
+    return message
+
+
 def abort(request_id: str) -> inference_pb2.GenerateRequest:
     return inference_pb2.GenerateRequest(abort=inference_pb2.AbortGeneration(request_id=request_id))
 

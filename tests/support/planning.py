@@ -30,13 +30,22 @@ OK = common_pb2.TOOL_CALL_STATUS_OK
 
 
 class Scripted:
-    """Answers every generation with the next scripted text; keeps the specs it was asked."""
+    """Answers every generation with the next scripted text and keeps the specs it was asked; a scoring (the
+    likelihood judge's) is kept apart and ties (every continuation scores 0: the order stays the cards')."""
 
     def __init__(self, *texts: str) -> None:
         self.texts = list(texts)
         self.asked: list[GenerationSpec] = []
+        self.scored: list[GenerationSpec] = []
 
     async def stream(self, spec: GenerationSpec) -> AsyncIterator[GenerationEvent]:
+        if spec.continuation:
+            self.scored.append(spec)
+            usage = common_pb2.Usage(prompt_tokens=10)
+            yield GenerationEvent(
+                done=GenerationDone(usage, common_pb2.FINISH_REASON_LENGTH, 0.0, "r0", "test", continuation=(0.0, 1))
+            )
+            return
         self.asked.append(spec)
         done = GenerationDone(common_pb2.Usage(), common_pb2.FINISH_REASON_STOP, 0.0, "r0", "test")
         yield GenerationEvent(text=self.texts.pop(0), done=done)

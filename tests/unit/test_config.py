@@ -86,7 +86,7 @@ def test_config_is_frozen() -> None:
         ),
         (
             ["--judges", "similarity,magic"],
-            "--judges: unknown judge 'magic'; known: similarity, schema, classifier, llm",
+            "--judges: unknown judge 'magic'; known: similarity, schema, classifier, likelihood, llm",
         ),
         (["--judges", "llm,similarity"], "--judges: llm decides whatever is left, so it must come last"),
         (
@@ -103,7 +103,13 @@ def test_router_tool_selection_settings_are_checked(argv: list[str], message: st
 
 
 def test_the_judge_chain_comes_from_config_and_the_mode_is_a_chain() -> None:
-    assert load_config(RouterConfig, [], {}).planning().judges == ("similarity", "schema", "classifier", "llm")
+    assert load_config(RouterConfig, [], {}).planning().judges == (
+        "similarity",
+        "schema",
+        "classifier",
+        "likelihood",
+        "llm",
+    )
     assert load_config(RouterConfig, ["--tool-selection", "llm"], {}).planning().judges == ("llm",)
     custom = load_config(RouterConfig, ["--judges", "similarity,classifier"], {}).planning()
     assert custom.judges == ("similarity", "classifier") and custom.embeds

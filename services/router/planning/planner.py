@@ -35,10 +35,12 @@ from services.router.planning.fill import Filler
 from services.router.planning.inputs import Plan, PlanInput, PlannedCall, restated
 from services.router.planning.judges import Ask, Decision, Judge, Verdict, advance, conclude, run_chain, start
 from services.router.planning.judges.classifier import ClassifierJudge
+from services.router.planning.judges.likelihood import LikelihoodJudge
 from services.router.planning.judges.llm import LlmJudge
 from services.router.planning.judges.schema import SchemaJudge
 from services.router.planning.judges.similarity import SimilarityJudge
 from services.router.planning.no_tool_examples import CAPABILITY_ASKS, NO_TOOL_EXAMPLES
+from services.router.planning.scoring import Scorer
 from services.router.planning.settings import PlanningSettings
 from services.router.planning.structured import Structured
 from services.router.replicas.generation import Generator
@@ -47,7 +49,7 @@ from services.runtime.language import language_for
 
 
 def build_chain(
-    settings: PlanningSettings, structured: Structured, metrics: RouterMetrics | None = None
+    settings: PlanningSettings, structured: Structured, scorer: Scorer, metrics: RouterMetrics | None = None
 ) -> tuple[list[Judge], LlmJudge]:
     """The judges ``settings.judges`` names, in that order (and the LLM judge, which a replan also uses)."""
     llm = LlmJudge(
@@ -57,6 +59,7 @@ def build_chain(
         "similarity": SimilarityJudge(settings.selector, metrics),
         "schema": SchemaJudge(settings.selector, metrics),
         "classifier": ClassifierJudge(settings.selector, metrics),
+        "likelihood": LikelihoodJudge(scorer, settings.selector, metrics),
         "llm": llm,
     }
     return [made[name] for name in settings.judges], llm
@@ -103,7 +106,7 @@ class Planner:
         if index is None and settings.embeds and embedder is not None:
             index = CardIndex(embedder, settings.selector, no_tool_examples, self._language, capability_asks)
         self._index = index
-        self._judges, self._llm = build_chain(settings, structured, metrics)
+        self._judges, self._llm = build_chain(settings, structured, Scorer(generator, self._tracer), metrics)
         if first_judge is not None:
             self._judges[0] = first_judge
         self._filler = Filler(

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentmesh.common.v1 import common_pb2
+from services.router.planning.cards import name_words
 from services.router.planning.no_tool_examples import NO_TOOL_EXAMPLES
 from services.router.turn.prompt import Message
 from services.runtime.language import ENGLISH, Language
@@ -154,6 +155,16 @@ def call_messages(
         messages.append(Message("assistant", _compact(decision)))
     messages.append(Message("user", user_message))
     return messages
+
+
+def request_messages(tool: common_pb2.ToolSpec) -> list[Message]:
+    """The likelihood judge's prompt for ``tool``: after it, the user's message is scored as the model's answer.
+
+    A noisy-channel reading (how likely is this request, written for this tool?) rather than the choice's (which
+    tool for this request?): the 135M model ranks poorly alone but often knows a request when it sees one.
+    """
+    text = f"Tool: {name_words(tool.name)}. {tool.description.strip()}\nWrite a request a user would send to this tool."
+    return [Message("user", text)]
 
 
 def parse_call(text: str, candidates: Sequence[str]) -> tuple[str, dict[str, Any]] | None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The judges a chain may name, in the order the default embedding chain runs them.
-JUDGE_NAMES = ("similarity", "schema", "classifier", "llm")
+JUDGE_NAMES = ("similarity", "schema", "classifier", "likelihood", "llm")
 #: The chain of each selection mode: the mode is which judges run, nothing else.
 MODE_CHAINS: dict[str, tuple[str, ...]] = {
-    "embedding": ("similarity", "schema", "classifier", "llm"),
+    "embedding": ("similarity", "schema", "classifier", "likelihood", "llm"),
     "llm": ("llm",),
 }
 
@@ -53,6 +53,11 @@ class SelectorSettings:
     #: that the judges before it left open (``judges/llm.py``): 1 lets the embedding rank which tool and the model
     #: judge whether.
     band_candidates: int = 1
+    #: The likelihood judge (``judges/likelihood.py``): how many of the best-ranked candidates it reorders, and the
+    #: weight of the model's per-token log-probability of the message, written for each, beside the card score
+    #: (0.5 best of 0.1-0.5 on the band's turns of the generality dev split and the spent blind sets).
+    likelihood_candidates: int = 5
+    likelihood_weight: float = 0.5
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reject <= self.choose <= 1.0:
@@ -73,6 +78,10 @@ class SelectorSettings:
             raise ValueError("--selector-described-action: must be between 0 and 1")
         if self.max_tools < 1:
             raise ValueError("max_tools: must be at least 1")
+        if not 2 <= self.likelihood_candidates <= 20:
+            raise ValueError("--selector-likelihood-candidates: must be between 2 and 20")
+        if not 0 <= self.likelihood_weight <= 10:
+            raise ValueError("--selector-likelihood-weight: must be between 0 and 10 (0: off)")
         if not 1 <= self.band_candidates <= self.max_tools:
             raise ValueError(f"--selector-band-candidates: must be between 1 and {self.max_tools}")
 
@@ -96,7 +105,7 @@ class PlanningSettings:
             raise ValueError("--judges: a judge is named twice")
         if "llm" in self.judges and self.judges[-1] != "llm":
             raise ValueError("--judges: llm decides whatever is left, so it must come last")
-        band = [j for j in self.judges if j in ("schema", "classifier")]
+        band = [j for j in self.judges if j in ("schema", "classifier", "likelihood")]
         if band and "similarity" not in self.judges:
             raise ValueError(f"--judges: {band[0]} judges the similarity judge's band, so similarity must run")
         if "similarity" in self.judges and self.judges[0] != "similarity":

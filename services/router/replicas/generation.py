@@ -78,6 +78,9 @@ class GenerationSpec:
     sampling_field: str = "sampling"
     #: The last message is a partial assistant message (an answer opening) that the model continues.
     continue_final: bool = False
+    #: Score this text as the answer to ``messages`` instead of generating (``SubmitGeneration.scoring``): the
+    #: done event carries its log-probability; ``sampling`` is not sent.
+    continuation: str = ""
 
     @property
     def deterministic(self) -> bool:
@@ -93,6 +96,8 @@ class GenerationDone:
     reason: str
     cached: bool = False
     failovers: int = 0
+    #: A scoring's result (``GenerationSpec.continuation``): the continuation's summed log-probability and tokens.
+    continuation: tuple[float, int] | None = None
 
 
 @dataclass
@@ -122,7 +127,7 @@ class Generator:
         self._metrics = metrics
 
     async def stream(self, spec: GenerationSpec) -> AsyncGenerator[GenerationEvent, None]:
-        cache = self._cache if spec.deterministic else None
+        cache = self._cache if spec.deterministic and not spec.continuation else None
         key = cache.key(spec) if cache is not None else ""
         if cache is not None:
             hit = await cache.get(key)
@@ -139,7 +144,7 @@ class Generator:
         candidates = self._picker.candidates(place, self._replicas.replicas)
         if not candidates:
             raise Unavailable("no inference replica is available", retry_after_s=1.0)
-        buffered = bool(spec.json_schema)
+        buffered = bool(spec.json_schema or spec.continuation)
         # The answer is accumulated once, as parts: what the caller has seen (streamed) or, for a buffered
         # (structured) generation, the current attempt's. Nothing is joined per token.
         seen: list[str] = []
@@ -188,9 +193,16 @@ class Generator:
                         common_pb2.FINISH_REASON_LENGTH,
                     ):
                         await cache.store(key, "".join(seen), usage, result.finish_reason)
+                    scored = result.continuation if result.HasField("continuation") else None
                     yield GenerationEvent(
                         done=GenerationDone(
-                            usage, result.finish_reason, ttft, link.target, choice.reason, failovers=failovers
+                            usage,
+                            result.finish_reason,
+                            ttft,
+                            link.target,
+                            choice.reason,
+                            failovers=failovers,
+                            continuation=None if scored is None else (scored.logprob, scored.tokens),
                         )
                     )
                     return
@@ -226,7 +238,10 @@ class Generator:
             submit.chat.continue_final_message = True
         else:
             submit.chat.add_generation_prompt = True
-        submit.sampling.CopyFrom(spec.sampling)
+        if spec.continuation:  # nothing is generated: no sampling, the text is read after the generation prompt
+            submit.scoring.continuation = spec.continuation
+        else:
+            submit.sampling.CopyFrom(spec.sampling)
         if partial and spec.sampling.HasField("max_tokens"):
             submit.sampling.max_tokens = max(1, spec.sampling.max_tokens - produced)
         if spec.json_schema:

@@ -12,7 +12,9 @@ selection mode is only a chain:
   ``schema`` (what the tools' own schemas prove: a tool the message cannot
   fill is dropped; an ask whose shape is one tool's, or that names exactly
   the values a tool copies, is decided) → ``classifier`` (the card
-  classifier's confident verdict on the band) → ``llm`` (one constrained
+  classifier's confident verdict on the band) → ``likelihood`` (decides
+  nothing: reorders the band's first candidates by how likely the model finds
+  the message as a request written for each) → ``llm`` (one constrained
   generation decides what is left, and writes the call).
 - ``llm``: ``llm`` alone, over every tool.
 
