@@ -54,7 +54,7 @@ from services.inference.vllm_engine import VllmEngine, VllmSettings
 from services.router.build import Router, build_router
 from services.router.config import RouterConfig
 from services.runtime.cache import TwoLevelCache
-from services.runtime.config import ServiceConfig
+from services.runtime.config import ServiceConfig, load_config
 from services.runtime.metrics import Metrics
 from services.runtime.server import MeshServer
 from services.runtime.tenancy import TenantInterceptor
@@ -93,6 +93,9 @@ class EvalArgs:
     generality_dir: Path = GENERALITY_DIR
     #: Also run the generality prompts without the catalog, as client tools and from an MCP server.
     compare: bool = True
+    #: Router flags for every router of the run (``--router-flag=--selector-likelihood-weight=0``): a paired
+    #: comparison of one setting on the same cases.
+    router_flags: tuple[str, ...] = ()
 
 
 def _positive_int(text: str) -> int:
@@ -153,6 +156,13 @@ def parse_args(argv: Sequence[str] | None = None) -> EvalArgs:
         action="store_true",
         help="generality: run only the catalog served in process, not also without it, as client tools and over MCP",
     )
+    parser.add_argument(
+        "--router-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="a router flag for every router of the run, e.g. --router-flag=--selector-likelihood-weight=0",
+    )
     ns = parser.parse_args(argv)
     splits = SPLITS if ns.split == "all" else (ns.split,)
     suites = ("builtin", "generality") if ns.suite == "all" else (ns.suite,)
@@ -167,6 +177,7 @@ def parse_args(argv: Sequence[str] | None = None) -> EvalArgs:
         suites,
         ns.generality_cases,
         not ns.no_compare,
+        tuple(ns.router_flag),
     )
 
 
@@ -231,6 +242,7 @@ async def start_eval_mesh(
     label: str = "",
     *,
     mcp_servers: Sequence[McpServerConfig] = (),
+    router_flags: Sequence[str] = (),
 ) -> EvalMesh:
     """The tool executor (``extra_tools`` and the tools of ``mcp_servers`` beside the built-ins) and a router per
     tool-selection mode, all on ``inference_address``; ready to serve.
@@ -257,7 +269,7 @@ async def start_eval_mesh(
                 raise RuntimeError(f"MCP servers not up: {', '.join(down)}")
         for mode in modes:
             config = replace(
-                RouterConfig(),
+                load_config(RouterConfig, router_flags, {}),
                 port=0,
                 inference=(inference_address,),
                 tools=tools_server.address,
@@ -429,7 +441,9 @@ async def _suite(  # noqa: PLR0917 - one caller
 ) -> Report:
     """One suite's cases through a fresh mesh (its own tool executor and routers) on the shared engine;
     ``client_tools`` brought by every turn (run by the eval's client), ``mcp_servers`` mounted by its executor."""
-    mesh = await start_eval_mesh(redis, inference, args.modes, extra_tools, label, mcp_servers=mcp_servers)
+    mesh = await start_eval_mesh(
+        redis, inference, args.modes, extra_tools, label, mcp_servers=mcp_servers, router_flags=args.router_flags
+    )
     try:
         print(f"evals: {len(cases)} cases × {len(mesh.stubs)} modes, one turn at a time", file=sys.stderr)
         return await run_eval(
