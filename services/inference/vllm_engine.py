@@ -9,8 +9,8 @@ chat template here and passed as token ids, so the prompt length is known
 on its own and appended; the engine runs one step with the prompt's
 log-probabilities on (which reads no prefix cache: vLLM computes every
 prompt position then) and the sum over the continuation's positions is the
-score. Load figures come from a stat logger
-fed by the engine's scheduler stats every step (``vllm_stats``).
+score. Load figures come from a stat logger fed by the engine's scheduler
+stats every step (``vllm_stats``).
 
 vLLM starts its engine core with multiprocessing *spawn*: this module imports
 vLLM lazily, inside ``start``, and does nothing at import time.
@@ -192,8 +192,8 @@ class VllmEngine(Engine):
         }
         if s.top_k > 0:
             kwargs["top_k"] = s.top_k
-        if request.continuation is not None:
-            kwargs["prompt_logprobs"] = 0  # each prompt token's own log-probability, no alternatives
+        if request.continuation is not None:  # one step: each prompt token's own log-probability, no alternatives
+            kwargs.update(prompt_logprobs=0, max_tokens=1, temperature=0.0)
         if request.json_schema:
             kwargs["structured_outputs"] = StructuredOutputsParams(
                 json=request.json_schema, disable_any_whitespace=True
