@@ -140,7 +140,6 @@ def request_from_proto(
             bad.append(FieldViolation("submit.sampling", "must be unset when scoring (nothing is generated)"))
         if schema_text is not None:
             bad.append(FieldViolation("submit.structured_output", "must be unset when scoring (nothing is generated)"))
-        temperature, max_tokens = 0.0, 1  # the engine runs one step to read the prompt's log-probabilities
 
     if bad:
         raise InvalidArgument("; ".join(f"{v.field}: {v.description}" for v in bad), bad)

@@ -44,6 +44,10 @@ class Sampling:
     repetition_penalty: float = 1.0
 
 
+#: What a scoring runs (``GenerationRequest.continuation``): one greedy step, whose token is no output.
+SCORING = Sampling(temperature=0.0, top_p=1.0, top_k=0, max_tokens=1, seed=None, stop=())
+
+
 @dataclass(frozen=True)
 class ChatTurn:
     """One chat message; ``role`` is system, user, assistant or tool (``tool_name`` names the tool)."""
@@ -69,6 +73,11 @@ class GenerationRequest:
     cache_salt: str = ""
     #: Score this text after the prompt instead of generating (``SubmitGeneration.scoring``); None: generate.
     continuation: str | None = None
+
+    def __post_init__(self) -> None:
+        # A scoring generates nothing, whoever built the request: every engine runs it as ``SCORING``.
+        if self.continuation is not None and self.sampling != SCORING:
+            object.__setattr__(self, "sampling", SCORING)
 
 
 @dataclass(frozen=True)

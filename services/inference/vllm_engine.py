@@ -192,8 +192,8 @@ class VllmEngine(Engine):
         }
         if s.top_k > 0:
             kwargs["top_k"] = s.top_k
-        if request.continuation is not None:  # one step: each prompt token's own log-probability, no alternatives
-            kwargs.update(prompt_logprobs=0, max_tokens=1, temperature=0.0)
+        if request.continuation is not None:  # each prompt token's own log-probability, no alternatives
+            kwargs["prompt_logprobs"] = 0
         if request.json_schema:
             kwargs["structured_outputs"] = StructuredOutputsParams(
                 json=request.json_schema, disable_any_whitespace=True

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
-from services.inference.engine import FinishReason, GenerationRequest, Sampling
+from services.inference.engine import SCORING, FinishReason, GenerationRequest, Sampling
 from services.inference.sim_text import minimal_instance
 from services.inference.simulator import SimulatorEngine, SimulatorSettings, Timeline
 
@@ -117,3 +118,12 @@ def test_minimal_instance_satisfies_schema() -> None:
     instance = minimal_instance(schema)
     jsonschema.validate(instance, schema)
     assert instance == {"tool_calls": [], "mode": "a", "n": 3}
+
+
+async def test_a_scoring_built_in_process_runs_one_step_whatever_sampling_it_was_given(engine: SimulatorEngine) -> None:
+    req = replace(request("s", 4, max_tokens=40), continuation="three more words")
+    assert req.sampling == SCORING  # the request itself says it: every engine runs a scoring as one greedy step
+    updates = [u async for u in engine.generate(engine.prepare(req), "s")]
+    assert [u.text for u in updates] == [""] and updates[-1].finished is not None
+    assert updates[-1].finished.usage.completion_tokens == 1
+    assert updates[-1].finished.continuation is not None and updates[-1].finished.continuation.tokens == 3

@@ -5,8 +5,8 @@ is as a request written for that tool (``judges/likelihood.py``). The replica
 reads the prompt and the text in one step and returns the log-probability of
 the text's tokens (``SubmitGeneration.scoring``); nothing is generated, so a
 scoring is counted on the turn's usage (its prompt tokens) but not as a
-generation. Like ``structured.py``, this is the one place that runs one and
-puts where it ran on its span.
+generation. Like ``structured.py`` (whose ``to_end`` reads it), this is the
+one place that runs one and puts where it ran on its span.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from opentelemetry import trace
 
 from agentmesh.common.v1 import common_pb2
-from services.router.replicas.generation import GenerationDone, GenerationSpec, Generator, annotate
+from services.router.planning.structured import to_end
+from services.router.replicas.generation import GenerationSpec, Generator, annotate
 from services.router.turn.progress import TurnCounters
 from services.router.turn.prompt import Message
 
@@ -40,10 +41,8 @@ class Scorer:
             spec = GenerationSpec(
                 messages, common_pb2.SamplingParams(), priority or common_pb2.PRIORITY_P1, continuation=continuation
             )
-            done: GenerationDone | None = None
-            async for event in self._generator.stream(spec):
-                done = event.done or done
-            if done is None or done.continuation is None:  # a replica that answers a scoring answers with one
+            _, done = await to_end(self._generator, spec)
+            if done.continuation is None:  # a replica that answers a scoring answers with one
                 raise RuntimeError("scoring ended without a score")
             annotate(span, done)
             counters.usage.prompt_tokens += done.usage.prompt_tokens

@@ -44,13 +44,19 @@ class Structured:
                 priority or common_pb2.PRIORITY_P1,
                 json_schema=schema,
             )
-            parts: list[str] = []
-            done: GenerationDone | None = None
-            async for event in self._generator.stream(spec):
-                parts.append(event.text)
-                done = event.done or done
-            if done is None:  # the generator always ends with done; a bug otherwise
-                raise RuntimeError("generation ended without a result")
+            text, done = await to_end(self._generator, spec)
             annotate(span, done)
             counters.add(done, self._metrics)
-            return "".join(parts)
+            return text
+
+
+async def to_end(generator: Generator, spec: GenerationSpec) -> tuple[str, GenerationDone]:
+    """``spec`` run to its end, buffered: its whole text and its done event (a scoring's text is empty)."""
+    parts: list[str] = []
+    done: GenerationDone | None = None
+    async for event in generator.stream(spec):
+        parts.append(event.text)
+        done = event.done or done
+    if done is None:  # the generator always ends with done; a bug otherwise
+        raise RuntimeError("generation ended without a result")
+    return "".join(parts), done
