@@ -77,10 +77,15 @@ def _same(expected: Any, actual: Any) -> bool:
 
 
 def check_generic(expected: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
-    """A catalog tool's arguments: each expected parameter holds its value, one of ``any_of``, or ``contains``."""
+    """A catalog tool's arguments: each expected parameter holds its value, one of ``any_of``, ``contains``, or,
+    for a list, exactly the listed items in any order."""
     for name, want in expected.items():
         got = arguments.get(name)
-        if isinstance(want, dict) and "contains" in want:
+        if isinstance(want, list):
+            same = isinstance(got, list) and len(got) == len(want) and all(any(_same(w, g) for g in got) for w in want)
+            if not same:
+                return f"{name}={got!r}, expected the items {want!r}"
+        elif isinstance(want, dict) and "contains" in want:
             if not isinstance(got, str) or want["contains"].casefold() not in got.casefold():
                 return f"{name}={got!r} does not contain {want['contains']!r}"
         elif isinstance(want, dict) and "any_of" in want:

@@ -135,8 +135,11 @@ def _spellings(value: Any) -> bool:
     )
 
 
-def _generic_value(value: Any) -> bool:
-    """A catalog tool's expected value: a scalar, ``{"any_of": [scalars]}`` or ``{"contains": "text"}``."""
+def _generic_value(value: Any, declared: Mapping[str, Any]) -> bool:
+    """A catalog tool's expected value: a scalar, ``{"any_of": [scalars]}``, ``{"contains": "text"}``, or, for a
+    parameter its schema declares an array, a list of scalars (the array's items, in any order)."""
+    if isinstance(value, list):
+        return declared.get("type") == "array" and bool(value) and all(map(_scalar, value))
     if isinstance(value, dict):
         if set(value) == {"any_of"}:
             return isinstance(value["any_of"], list) and bool(value["any_of"]) and all(map(_scalar, value["any_of"]))
@@ -153,7 +156,7 @@ def _parse_args(tool: str, spec: Any, where: str, catalog: Mapping[str, Any] | N
         declared = catalog[tool].get("parameters", {}).get("properties", {})
         if not isinstance(spec, dict) or not spec or not set(spec) <= set(declared):
             raise CaseError(f"{where}: args of {tool} must name some of its parameters {sorted(declared)}")
-        if not all(_generic_value(v) for v in spec.values()):
+        if not all(_generic_value(v, declared[k]) for k, v in spec.items()):
             raise CaseError(f"{where}: malformed args of {tool}: {spec!r}")
         return dict(spec)
     if isinstance(spec, dict):  # a list of accepted spellings, written as the catalog's cases write it

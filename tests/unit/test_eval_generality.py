@@ -29,7 +29,9 @@ def test_the_catalog_is_description_only_and_its_cases_load_in_both_splits() -> 
 
 
 def test_a_catalog_case_names_only_declared_parameters() -> None:
-    catalog: dict[str, Any] = {"send_email": {"parameters": {"properties": {"to": {}, "subject": {}}}}}
+    catalog: dict[str, Any] = {
+        "send_email": {"parameters": {"properties": {"to": {}, "subject": {}, "cc": {"type": "array"}}}}
+    }
 
     def case(args: dict[str, Any]) -> dict[str, Any]:
         turn = {"message": "m", "tools": ["send_email"], "args": {"send_email": args}}
@@ -37,8 +39,11 @@ def test_a_catalog_case_names_only_declared_parameters() -> None:
 
     parsed = parse_case(case({"to": "a@b.c", "subject": {"contains": "lunch"}}), "dev", "here", catalog)
     assert parsed.turns[0].args["send_email"]["to"] == "a@b.c"
+    assert parse_case(case({"cc": ["a@b.c"]}), "dev", "here", catalog).turns[0].args["send_email"]["cc"] == ["a@b.c"]
+    with pytest.raises(CaseError, match="malformed"):  # a list only for a parameter its schema makes an array
+        parse_case(case({"to": ["a@b.c"]}), "dev", "here", catalog)
     with pytest.raises(CaseError, match="some of its parameters"):
-        parse_case(case({"cc": "x"}), "dev", "here", catalog)
+        parse_case(case({"bcc": "x"}), "dev", "here", catalog)
 
 
 @pytest.mark.parametrize(
@@ -51,6 +56,9 @@ def test_a_catalog_case_names_only_declared_parameters() -> None:
         ({"unread_only": True}, {"unread_only": False}, False),
         ({"query": {"contains": "deposit"}}, {"query": "landlord Deposit email"}, True),
         ({"query": {"contains": "deposit"}}, {}, False),
+        ({"tags": ["Travel", "work"]}, {"tags": ["work", "travel"]}, True),
+        ({"tags": ["travel"]}, {"tags": ["travel", "work"]}, False),
+        ({"tags": ["travel"]}, {"tags": "travel"}, False),
     ],
 )
 def test_catalog_arguments_are_compared_by_value(
