@@ -26,6 +26,10 @@ the loaded tools by its card score (``candidates.CardIndex.score``), with
 the word and verb scores and by the cosine alone. Top 1 bounds what any
 judge chain that takes the best-ranked tool could choose; top 3 is what the
 LLM judge is shown. Counts only, so it may run on a held-out split.
+
+``--separation`` reads whether the card scores tell the turns the
+no-generation judges decided with a tool for no ask from those they decided
+right (``separation.py``): counts and AUCs only.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, Case, load_split
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
 from evals.generality import without_catalog
+from evals.separation import separation_table
 from services.router.planning.candidates import CardIndex
 from services.router.planning.embedding import MiniLmEmbedder
 from services.router.planning.inputs import PlanInput, restated
@@ -185,10 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.stages", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=("builtin", "generality"), default="generality")
     parser.add_argument("--split", default="dev")
-    parser.add_argument("--cases", type=Path, help="the folder holding <split>.jsonl (default: the suite's)")
+    parser.add_argument(
+        "--cases",
+        type=Path,
+        action="append",
+        help="the folder holding <split>.jsonl (default: the suite's); repeat it to pool several sets",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SelectorSettings field")
     parser.add_argument("--show", action="store_true", help="print each wrong or undecided turn (dev splits only)")
     parser.add_argument("--ranking", action="store_true", help="where the expected tool ranks, no thresholds")
+    parser.add_argument(
+        "--separation",
+        action="store_true",
+        help="whether the card scores tell the turns decided with a tool for no ask from the right ones (AUC)",
+    )
     parser.add_argument(
         "--no-catalog",
         action="store_true",
@@ -199,8 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("--show prints messages: only a dev split may be read", file=sys.stderr)
         return 2
     catalog = load_catalog() if args.suite == "generality" else None
-    folder = args.cases or (GENERALITY_DIR if catalog is not None else CASES_DIR)
-    cases = load_split(args.split, folder, catalog)
+    folders = args.cases or [GENERALITY_DIR if catalog is not None else CASES_DIR]
+    cases = [case for folder in folders for case in load_split(args.split, folder, catalog)]
     if args.no_catalog and catalog is None:
         print("--no-catalog: only the generality suite has a catalog to leave out", file=sys.stderr)
         return 2
@@ -212,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(ranking_table(asyncio.run(ranked(cases, specs, selector_with(args.set)))))
         return 0
     landings = asyncio.run(land(cases, specs, selector_with(args.set)))
+    if args.separation:
+        described = {spec.name for spec in specs if not spec.examples}
+        print(separation_table([(landing.verdict, landing.expected) for landing in landings], described))
+        return 0
     print(table(landings))
     if args.show:
         for landing in landings:

@@ -1,0 +1,95 @@
+"""Whether the card scores tell a false positive from a right decision: ``python -m evals.stages --separation``.
+
+The judges that need no generation decide most turns, and a tool they choose
+for a turn that needs none is a false positive no later judge sees. Before
+another threshold is tuned, this reads whether any score the similarity
+judge has could tell those turns from the ones it decided right: per score,
+the AUC (the chance that a right decision scores above a false positive;
+0.5 is no signal) and how many of each fall below a few cut points. Tools
+with examples and tools described only are read apart, since their
+thresholds are apart. Counts only, so it may run on a held-out split.
+
+What it showed (EVAL.md, "Per stage"): with the catalog loaded the near
+misses look like asks to every score (AUC 0.51-0.59); with the catalog not
+loaded the built-ins taken for catalog prompts separate by their lead over
+the "not this tool" side (AUC 0.92).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from services.router.planning.judges import Decision, Verdict
+
+
+def _lead(verdict: Verdict) -> float:
+    ranked = sorted(verdict.scores.values(), reverse=True)
+    return ranked[0] - ranked[1] if len(ranked) > 1 else ranked[0]
+
+
+#: Each score a decided verdict carries, as the similarity judge reads it, and the cuts to count below.
+SCORES: dict[str, tuple[Callable[[Verdict], float], tuple[float, ...]]] = {
+    "best card score": (lambda v: v.scores.get(v.tools[0], 0.0), (0.5, 0.55, 0.6, 0.65)),
+    "lead over the runner-up": (_lead, (0.02, 0.05, 0.08, 0.1)),
+    'lead over "not this tool"': (lambda v: v.scores.get(v.tools[0], 0.0) - v.none_score, (-0.1, 0.0, 0.05, 0.1)),
+}
+
+
+@dataclass(frozen=True)
+class Split:
+    """The decided turns of one kind of tool: a tool for a turn that needs none, and the right decisions."""
+
+    kind: str
+    false_positives: tuple[Verdict, ...]
+    right: tuple[Verdict, ...]
+
+
+def auc(negatives: Sequence[float], positives: Sequence[float]) -> float:
+    """The chance that a positive scores above a negative (ties count half); 0.5 with either side empty."""
+    if not negatives or not positives:
+        return 0.5
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+Judged = tuple[Verdict, frozenset[str]]
+"""A turn's verdict after the no-generation judges, and the tools it expects."""
+
+
+def splits(judged: Sequence[Judged], described: Collection[str]) -> list[Split]:
+    """The turns decided with a tool by the no-generation judges, by the kind of the first tool chosen."""
+    out = []
+    for kind, is_described in (("tools with examples", False), ("tools described only", True)):
+        decided = [
+            (verdict, expected)
+            for verdict, expected in judged
+            if verdict.settled
+            and verdict.decision is Decision.TOOLS
+            and (verdict.tools[0] in described) is is_described
+        ]
+        false_positives = tuple(verdict for verdict, expected in decided if not expected)
+        right = tuple(verdict for verdict, expected in decided if expected == frozenset(verdict.tools))
+        out.append(Split(kind, false_positives, right))
+    return out
+
+
+def _count(values: Sequence[float], cut: float) -> str:
+    return f"{sum(x < cut for x in values)}/{len(values)}"
+
+
+def separation_table(judged: Sequence[Judged], described: Collection[str]) -> str:
+    """Per kind of tool and per score: the AUC, and below each cut how many false positives vs right decisions."""
+    lines = ["| tools | score | AUC | below each cut: false positives vs right |", "|---|---|---|---|"]
+    for split in splits(judged, described):
+        fp, right = split.false_positives, split.right
+        if not fp and not right:
+            continue
+        for name, (score, cuts) in SCORES.items():
+            negatives, positives = [score(v) for v in fp], [score(v) for v in right]
+            below = "; ".join(f"{cut:+.2f}: {_count(negatives, cut)} vs {_count(positives, cut)}" for cut in cuts)
+            lines.append(f"| {split.kind} | {name} | {auc(negatives, positives):.2f} | {below} |")
+    return "\n".join(lines)
+
+
+__all__ = ["SCORES", "Judged", "Split", "auc", "separation_table", "splits"]
