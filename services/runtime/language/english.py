@@ -111,17 +111,17 @@ _TIME_UNIT_SPELLINGS = {
     "fortnight": "fortnight fortnights",
 }
 _TIME_UNIT_OF = _by_word(_TIME_UNIT_SPELLINGS)
-#: Words that say when, besides the time units: a value of these alone (numbers and function words aside) is a
-#: time, which only a property about time takes ("today" is no team's name, "20 minutes" no reminder's text).
+#: Words that say when: a value of these alone (numbers and function words aside) is a time, which only a
+#: property about time takes ("today" is no team's name, "20 minutes" no reminder's text). A time unit written in
+#: full ("hours", "fortnight") is one of them; its abbreviations ("h", "min") say when only after a count.
 _WHEN_WORDS = frozenset(
     re.findall(
         r"[a-z]+",
         """now today tonight tomorrow yesterday morning afternoon evening night noon midnight weekend weekends weekday
         monday tuesday wednesday thursday friday saturday sunday january february april june july august september
-        october november december second seconds minute minutes hour hours day days week weeks month months year
-        years quarter am pm ago next last past coming every later""",
+        october november december month months year years quarter am pm ago next last past coming every later""",
     )
-)
+) | {word for word, unit in _TIME_UNIT_OF.items() if word.startswith(unit)}
 #: A number or a word, apart: "7am" is 7 and "am", "2h" 2 and "h".
 _NUMBER_OR_WORD = re.compile(rf"\d+(?:[.,]\d+)*|{_WORD.pattern}")
 #: Whether a token counts what follows it ("2" h, "an" hour).
