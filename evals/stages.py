@@ -55,6 +55,7 @@ from services.router.planning.judges import Decision, Judge, Verdict, advance, s
 from services.router.planning.judges.classifier import ClassifierJudge
 from services.router.planning.judges.schema import SchemaJudge
 from services.router.planning.judges.similarity import SimilarityJudge
+from services.router.planning.judges.whether import WhetherJudge
 from services.router.planning.no_tool_examples import CAPABILITY_ASKS, NO_TOOL_EXAMPLES
 from services.router.planning.planner import scored_ask
 from services.router.planning.settings import SelectorSettings
@@ -109,7 +110,9 @@ def row_of(verdict: Verdict, expected: frozenset[str]) -> int:
 
 async def loaded_index(specs: Sequence[common_pb2.ToolSpec], selector: SelectorSettings) -> CardIndex:
     """The cards of ``specs`` embedded as the router embeds them (English, the default no-tool examples)."""
-    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language_for("en"), CAPABILITY_ASKS)
+    language = language_for("en")
+    examples = language.ask_examples()
+    index = CardIndex(MiniLmEmbedder(), selector, NO_TOOL_EXAMPLES, language, CAPABILITY_ASKS, ask_examples=examples)
     await index.load(specs)
     return index
 
@@ -120,7 +123,12 @@ async def land(
     """Every turn of ``cases`` through the no-generation judges."""
     index = await loaded_index(specs, selector)
     language = index.language
-    judges: list[Judge] = [SimilarityJudge(selector), SchemaJudge(selector), ClassifierJudge(selector)]
+    judges: list[Judge] = [
+        SimilarityJudge(selector),
+        SchemaJudge(selector),
+        ClassifierJudge(selector),
+        WhetherJudge(selector),
+    ]
     out = []
     for case in cases:
         previous_message = ""

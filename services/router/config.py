@@ -144,9 +144,15 @@ class RouterConfig(RedisConfig):
         "score; 0: off",
         check=non_negative,
     )
+    selector_whether_floor: float = opt(
+        0.1,
+        "whether judge: a tool described only is not chosen for a message the ask classifier gives less than this "
+        "probability of asking for something a tool does; 0: off",
+        check=non_negative,
+    )
     judges: tuple[str, ...] = opt(
         (),
-        "the planning judges in order, comma-separated, from similarity, schema, classifier, likelihood, llm "
+        "the planning judges in order, comma-separated, from similarity, schema, classifier, whether, likelihood, llm "
         "(default: the --tool-selection mode's chain)",
     )
     answer_opening: bool = opt(True, "open answers with the tools' own summaries of their results")
@@ -179,6 +185,7 @@ class RouterConfig(RedisConfig):
             band_candidates=self.selector_band_candidates,
             likelihood_candidates=self.selector_likelihood_candidates,
             likelihood_weight=self.selector_likelihood_weight,
+            whether_floor=self.selector_whether_floor,
         )
         if self.judges:
             return PlanningSettings(judges=self.judges, selector=selector)

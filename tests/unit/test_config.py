@@ -86,9 +86,10 @@ def test_config_is_frozen() -> None:
         ),
         (
             ["--judges", "similarity,magic"],
-            "--judges: unknown judge 'magic'; known: similarity, schema, classifier, likelihood, llm",
+            "--judges: unknown judge 'magic'; known: similarity, schema, classifier, whether, likelihood, llm",
         ),
         (["--judges", "llm,similarity"], "--judges: llm decides whatever is left, so it must come last"),
+        (["--selector-whether-floor", "1"], "--selector-whether-floor: must be at least 0 (0: off) and below 1"),
         (
             ["--judges", "classifier,llm"],
             "--judges: classifier judges the similarity judge's band, so similarity must run",
@@ -107,6 +108,7 @@ def test_the_judge_chain_comes_from_config_and_the_mode_is_a_chain() -> None:
         "similarity",
         "schema",
         "classifier",
+        "whether",
         "likelihood",
         "llm",
     )

@@ -151,7 +151,7 @@ async def test_a_changed_tool_list_embeds_only_what_changed() -> None:
 @pytest.mark.parametrize(
     "chain",
     [
-        ("similarity", "schema", "classifier", "likelihood", "llm"),
+        ("similarity", "schema", "classifier", "whether", "likelihood", "llm"),
         ("similarity", "classifier", "llm"),
         ("llm",),
         ("similarity",),
@@ -177,11 +177,13 @@ async def test_a_chain_without_the_llm_judge_leaves_the_band_to_no_tool() -> Non
 
 
 def test_every_judge_name_is_buildable_and_a_bad_chain_is_refused() -> None:
-    assert set(JUDGE_NAMES) == {"similarity", "schema", "classifier", "likelihood", "llm"}
+    assert set(JUDGE_NAMES) == {"similarity", "schema", "classifier", "whether", "likelihood", "llm"}
     with pytest.raises(ValueError, match="must come first"):
         PlanningSettings(judges=("schema", "similarity"))
     with pytest.raises(ValueError, match="similarity must run"):
         PlanningSettings(judges=("likelihood", "llm"))
+    with pytest.raises(ValueError, match="similarity must run"):
+        PlanningSettings(judges=("whether", "llm"))
 
 
 def test_the_router_names_no_tool_and_holds_no_phrase_rules() -> None:

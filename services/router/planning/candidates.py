@@ -1,17 +1,13 @@
 """Candidates: the tool cards embedded once per tool list, and every text of a message scored against them.
 
-In: the tool list (``cards.py`` turns it into texts) and, per message, the
-texts to score — the message, each of its clauses, the message with the
-previous one for a follow-up. Out: per text, a ``TextScore`` — each tool's
-cosine similarity to its nearest positive card, and the similarities to every
-negative (the no-tool examples and the tools' near misses) — which the judges
-read (``judges/``). Embedding is the only cost of a message: one call of the
-sentence embedder for all its texts, then matrix products.
+In: the tool list (``cards.py`` turns it into texts) and, per message, its
+texts — the message, its clauses, the message with the previous one for a
+follow-up, embedded in one call. Out: per text, a ``TextScore`` — each tool's
+similarity to its nearest card, and to every negative (no-tool examples, near misses).
 
-Loading a new tool list re-embeds only the card texts it has not embedded
-before (a vector cache keyed by text), then learns each tool's intent words
-(``intent_words.py``) and fits the card classifier (``card_classifier.py``) on
-a worker thread.
+A new tool list re-embeds only card texts not embedded before (a vector cache
+keyed by text), learns each tool's intent words and fits the card classifier
+on a worker thread; the first load also fits the ask classifier (``asks.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentmesh.common.v1 import common_pb2
+from services.router.planning.asks import AskClassifier, shared
 from services.router.planning.card_classifier import CardClassifier
 from services.router.planning.cards import ToolCard, name_words, tool_cards
 from services.router.planning.embedding import Embedder, Vectors
@@ -98,6 +95,8 @@ class CardIndex:
         no_tool_examples: Sequence[str] = NO_TOOL_EXAMPLES,
         language: Language = ENGLISH,
         capability_asks: Sequence[str] = (),
+        *,
+        ask_examples: Sequence[tuple[str, bool]] = (),
     ) -> None:
         self._embedder = embedder
         self.settings = settings or SelectorSettings()
@@ -105,6 +104,8 @@ class CardIndex:
         self._capabilities = frozenset(capability_asks)
         self._no_tool = tuple(dict.fromkeys([*no_tool_examples, *capability_asks]))
         self.cards: Cards | None = None
+        self._ask_examples = ask_examples
+        self.asks: AskClassifier | None = None  # fitted at the first load when ``ask_examples`` are given
         self._loaded_for: tuple[tuple[str, ...], ...] | None = None
         #: Every card text embedded so far (as ``_embed`` writes it): a changed tool list embeds only what is new.
         self._vectors: dict[str, Vectors] = {}
@@ -130,6 +131,8 @@ class CardIndex:
         )
         if identity == self._loaded_for:
             return
+        if self._ask_examples and self.asks is None:  # the same for every tool list: fitted once
+            self.asks = await shared(self._ask_examples, self._embedder, self._embed)
         cards = tool_cards(specs)
         texts = [t for c in cards for t in c.positives]
         owner = [i for i, c in enumerate(cards) for _ in c.positives]
@@ -221,9 +224,8 @@ class CardIndex:
         return kept
 
     async def score(self, texts: Sequence[str], asks: Sequence[str] | None = None) -> list[TextScore]:
-        """Each text against the loaded cards (one embedder call for all). ``asks``: per text, the words whose
-        opening verb is its action (``Language.action``), when not the text's own (a follow-up's text opens
-        with the previous message)."""
+        """Each text against the loaded cards (one embedder call). ``asks``: per text, the words whose opening verb
+        is its action (``Language.action``) when not the text's own (a follow-up opens with the previous message)."""
         cards = self.cards
         if cards is None:
             raise RuntimeError("score() before load()")

@@ -72,8 +72,15 @@ class CardClassifier:
             b -= LEARNING_RATE * grad.sum(axis=0)
         return cls(w, b, classes - 1)
 
+    def _probabilities(self, vector: Vectors) -> npt.NDArray[np.float64]:
+        return _softmax(vector.astype(np.float64) * SCALE @ self.weights + self.bias)
+
     def predict(self, vector: Vectors) -> tuple[int, float]:
         """The most probable class of one message vector, and its probability."""
-        p = _softmax(vector.astype(np.float64) * SCALE @ self.weights + self.bias)
+        p = self._probabilities(vector)
         best = int(p.argmax())
         return best, float(p[best])
+
+    def probability(self, vector: Vectors, label: int) -> float:
+        """The probability of class ``label`` for one message vector."""
+        return float(self._probabilities(vector)[label])

@@ -39,6 +39,7 @@ from services.router.planning.judges.likelihood import LikelihoodJudge
 from services.router.planning.judges.llm import LlmJudge
 from services.router.planning.judges.schema import SchemaJudge
 from services.router.planning.judges.similarity import SimilarityJudge
+from services.router.planning.judges.whether import WhetherJudge
 from services.router.planning.no_tool_examples import CAPABILITY_ASKS, NO_TOOL_EXAMPLES
 from services.router.planning.scoring import Scorer
 from services.router.planning.settings import PlanningSettings
@@ -59,6 +60,7 @@ def build_chain(
         "similarity": SimilarityJudge(settings.selector, metrics),
         "schema": SchemaJudge(settings.selector, metrics),
         "classifier": ClassifierJudge(settings.selector, metrics),
+        "whether": WhetherJudge(settings.selector, metrics),
         "likelihood": LikelihoodJudge(scorer, settings.selector, metrics),
         "llm": llm,
     }
@@ -104,7 +106,10 @@ class Planner:
         self._tracer = tracer or trace.get_tracer("agentmesh.router")
         structured = Structured(generator, metrics, self._tracer)
         if index is None and settings.embeds and embedder is not None:
-            index = CardIndex(embedder, settings.selector, no_tool_examples, self._language, capability_asks)
+            asks = self._language.ask_examples() if "whether" in settings.judges else ()
+            index = CardIndex(
+                embedder, settings.selector, no_tool_examples, self._language, capability_asks, ask_examples=asks
+            )
         self._index = index
         self._judges, self._llm = build_chain(settings, structured, Scorer(generator, self._tracer), metrics)
         if first_judge is not None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The judges a chain may name, in the order the default embedding chain runs them.
-JUDGE_NAMES = ("similarity", "schema", "classifier", "likelihood", "llm")
+JUDGE_NAMES = ("similarity", "schema", "classifier", "whether", "likelihood", "llm")
 #: The chain of each selection mode: the mode is which judges run, nothing else.
 MODE_CHAINS: dict[str, tuple[str, ...]] = {
-    "embedding": ("similarity", "schema", "classifier", "likelihood", "llm"),
+    "embedding": ("similarity", "schema", "classifier", "whether", "likelihood", "llm"),
     "llm": ("llm",),
 }
 
@@ -58,6 +58,9 @@ class SelectorSettings:
     #: (0.5 best of 0.1-0.5 on the band's turns of the generality dev split and the spent blind sets).
     likelihood_candidates: int = 5
     likelihood_weight: float = 0.5
+    #: The whether judge (``judges/whether.py``): a tool described only is not chosen, nor left to the band, for a
+    #: message the ask classifier gives less than this probability of asking for something a tool does; 0 is off.
+    whether_floor: float = 0.1
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reject <= self.choose <= 1.0:
@@ -82,6 +85,8 @@ class SelectorSettings:
             raise ValueError("--selector-likelihood-candidates: must be between 2 and 20")
         if not 0 <= self.likelihood_weight <= 10:
             raise ValueError("--selector-likelihood-weight: must be between 0 and 10 (0: off)")
+        if not 0 <= self.whether_floor < 1:
+            raise ValueError("--selector-whether-floor: must be at least 0 (0: off) and below 1")
         if not 1 <= self.band_candidates <= self.max_tools:
             raise ValueError(f"--selector-band-candidates: must be between 1 and {self.max_tools}")
 
@@ -105,7 +110,7 @@ class PlanningSettings:
             raise ValueError("--judges: a judge is named twice")
         if "llm" in self.judges and self.judges[-1] != "llm":
             raise ValueError("--judges: llm decides whatever is left, so it must come last")
-        band = [j for j in self.judges if j in ("schema", "classifier", "likelihood")]
+        band = [j for j in self.judges if j in ("schema", "classifier", "whether", "likelihood")]
         if band and "similarity" not in self.judges:
             raise ValueError(f"--judges: {band[0]} judges the similarity judge's band, so similarity must run")
         if "similarity" in self.judges and self.judges[0] != "similarity":

@@ -7,7 +7,10 @@ number grammar in ``services.runtime.numbers``.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from pathlib import Path
 
 from services.runtime.numbers import WRITTEN_NUMBER, worded_numbers, words_to_digits
 
@@ -244,6 +247,12 @@ class English:
         n = len(clause.split())
         return n < _MIN_CLAUSE_WORDS and not (n == 2 and _NOT_A_WORD.search(clause))
 
+    def ask_examples(self) -> list[tuple[str, bool]]:
+        """Messages labelled whether they ask for something only a tool does (a lookup, an action, the user's own
+        data) or need none (chat, advice, knowledge, writing help, talk about a topic): what the ask classifier
+        learns whether from (``services.router.planning.asks``)."""
+        return _ask_examples()
+
     def for_embedding(self, text: str) -> str:
         """``text`` as the sentence embedder should read it: every URL written as ``URL_WORDS``, so the ask
         around a link is what it embeds ("Please read <url> and give me the main points")."""
@@ -361,3 +370,11 @@ class English:
     def number_values(self, text: str) -> list[float]:
         """The absolute values of the numbers written in digits in ``text`` (an expression, an argument)."""
         return [abs(float(m.group(0).rstrip("%").replace(",", ""))) for m in WRITTEN_NUMBER.finditer(text)]
+
+
+@functools.cache
+def _ask_examples() -> list[tuple[str, bool]]:
+    """``english_asks.jsonl``: 450 asks over about 80 kinds of tool and 450 messages that need none, three in four
+    of them in the asks' own topics; written for this purpose by a helper that read none of the eval sets."""
+    lines = (Path(__file__).with_name("english_asks.jsonl")).read_text(encoding="utf-8").splitlines()
+    return [(row["text"], bool(row["needs_tool"])) for row in map(json.loads, filter(None, lines))]

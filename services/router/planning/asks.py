@@ -1,0 +1,80 @@
+"""Whether a message asks for something a tool does at all: the ask classifier, one judge's evidence.
+
+In: the language's labelled messages (``Language.ask_examples``: asks for
+lookups, actions and the user's own data over about 80 kinds of tool, and
+messages that need no tool — chat, advice, knowledge, writing help, talk about
+a topic — most of them in the asks' own topics), embedded once per process by
+the card embedder. Out: per message vector, the probability that it asks.
+
+Why: a tool that brings only a name and a description is chosen by how near a
+message comes to its description, and a near miss ("why do flights get
+overbooked?", "my inbox is a nightmare") comes as near as an ask: no card score
+separates them (AUC 0.54-0.60 over the spent blind sets, ``evals.stages
+--separation``). What separates them is not the tool but the message — whether
+it asks for a lookup or an action — and that is the same for every tool, so it
+is learnt once, from a language's examples, not from any tool's cards. Fitted
+on the built-in tools' cards instead (their examples against their near misses
+and the no-tool examples), it read 0.65; fitted on these examples, 0.93 on the
+same turns (docs/concepts/tool-selection.md).
+
+How: the card classifier's softmax regression (``card_classifier.py``) with two
+classes, "asks" and "needs no tool", fitted on the examples' vectors. Embedding
+the 900 English examples and fitting takes ~5.6 s on two CPU cores, so it is
+done once per embedder and examples (``shared``) and every tool list's card
+index reuses it; the router does it at start, with the tools open to all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from services.router.planning.card_classifier import CardClassifier
+from services.router.planning.embedding import Embedder, Vectors
+
+#: The class of a message that asks for something a tool does.
+ASKS = 0
+
+
+@dataclass(frozen=True)
+class AskClassifier:
+    """Whether a message vector asks for something a tool does (``probability``)."""
+
+    classifier: CardClassifier
+
+    @classmethod
+    async def fitted(
+        cls, examples: Sequence[tuple[str, bool]], embed: Callable[[Sequence[str]], Awaitable[Vectors]]
+    ) -> AskClassifier:
+        """Fitted on ``examples`` (text, asks) embedded by ``embed``; the fit runs on a worker thread."""
+        vectors = await embed([text for text, _ in examples])
+        labels = np.asarray([ASKS if asks else 1 - ASKS for _, asks in examples], dtype=np.int64)
+        return cls(await asyncio.to_thread(CardClassifier.fit, vectors, labels, 2))
+
+    def probability(self, vector: Vectors) -> float:
+        """The probability that the message whose vector this is asks for something a tool does."""
+        return self.classifier.probability(vector, ASKS)
+
+
+#: Per embedder, per examples, the classifier fitted on them.
+_FITTED: weakref.WeakKeyDictionary[Embedder, dict[tuple[tuple[str, bool], ...], AskClassifier]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def shared(
+    examples: Sequence[tuple[str, bool]], embedder: Embedder, embed: Callable[[Sequence[str]], Awaitable[Vectors]]
+) -> AskClassifier:
+    """The classifier fitted on ``examples`` by ``embedder`` (through ``embed``, the index's way of writing texts for
+    it): fitted the first time, then the same one for every card index of the process."""
+    fitted, key = _FITTED.setdefault(embedder, {}), tuple(examples)
+    if key not in fitted:
+        fitted[key] = await AskClassifier.fitted(examples, embed)
+    return fitted[key]
+
+
+__all__ = ["AskClassifier", "shared"]
