@@ -10,10 +10,12 @@ with examples and tools described only are read apart, since their
 thresholds are apart. Counts only, so it may run on a held-out split.
 
 What it showed over the spent blind sets 2-9 (EVAL.md, "Per stage"): with
-the catalog loaded the near misses look like asks to every score (AUC
-0.54-0.60 for described tools); with the catalog not loaded the built-ins
-taken for catalog prompts separate by their best card score and by their
-lead over the "not this tool" side (AUC 0.95 each).
+the catalog loaded the near misses look like asks to every card score (AUC
+0.54-0.60 for described tools) but not to the ask classifier, which reads
+the message alone (``services/router/planning/asks.py``; read with the
+whether judge off, ``--set whether_floor=0``); with the catalog not loaded
+the built-ins taken for catalog prompts separate by their best card score
+and by their lead over the "not this tool" side (AUC 0.95 each).
 """
 
 from __future__ import annotations
@@ -24,20 +26,31 @@ from dataclasses import dataclass
 from services.router.planning.judges import Decision, Verdict
 
 
-def _best(verdict: Verdict) -> float:
-    return verdict.scores.get(verdict.tools[0], 0.0)
+@dataclass(frozen=True)
+class Judged:
+    """A turn's verdict after the no-generation judges, the tools it expects, and how likely the ask classifier
+    reads its message as an ask (the best of its scored texts; 1.0 where no classifier is fitted)."""
+
+    verdict: Verdict
+    expected: frozenset[str]
+    asks: float = 1.0
 
 
-def _lead(verdict: Verdict) -> float:
-    ranked = sorted(verdict.scores.values(), reverse=True)
+def _best(judged: Judged) -> float:
+    return judged.verdict.scores.get(judged.verdict.tools[0], 0.0)
+
+
+def _lead(judged: Judged) -> float:
+    ranked = sorted(judged.verdict.scores.values(), reverse=True)
     return ranked[0] - ranked[1] if len(ranked) > 1 else ranked[0]
 
 
-#: Each score a decided verdict carries, as the similarity judge reads it, and the cuts to count below.
-SCORES: dict[str, tuple[Callable[[Verdict], float], tuple[float, ...]]] = {
+#: Each score of a decided turn — the similarity judge's, and the ask classifier's — and the cuts to count below.
+SCORES: dict[str, tuple[Callable[[Judged], float], tuple[float, ...]]] = {
     "best card score": (_best, (0.5, 0.55, 0.6, 0.65)),
     "lead over the runner-up": (_lead, (0.02, 0.05, 0.08, 0.1)),
-    'lead over "not this tool"': (lambda v: _best(v) - v.none_score, (-0.1, 0.0, 0.05, 0.1)),
+    'lead over "not this tool"': (lambda j: _best(j) - j.verdict.none_score, (-0.1, 0.0, 0.05, 0.1)),
+    "the ask classifier": (lambda j: j.asks, (0.05, 0.1, 0.2, 0.5)),
 }
 
 
@@ -46,8 +59,8 @@ class Split:
     """The decided turns of one kind of tool: a tool for a turn that needs none, and the right decisions."""
 
     kind: str
-    false_positives: tuple[Verdict, ...]
-    right: tuple[Verdict, ...]
+    false_positives: tuple[Judged, ...]
+    right: tuple[Judged, ...]
 
 
 def auc(negatives: Sequence[float], positives: Sequence[float]) -> float:
@@ -58,23 +71,19 @@ def auc(negatives: Sequence[float], positives: Sequence[float]) -> float:
     return wins / (len(positives) * len(negatives))
 
 
-Judged = tuple[Verdict, frozenset[str]]
-"""A turn's verdict after the no-generation judges, and the tools it expects."""
-
-
 def splits(judged: Sequence[Judged], described: Collection[str]) -> list[Split]:
     """The turns decided with a tool by the no-generation judges, by the kind of the first tool chosen."""
     out = []
     for kind, is_described in (("tools with examples", False), ("tools described only", True)):
         decided = [
-            (verdict, expected)
-            for verdict, expected in judged
-            if verdict.settled
-            and verdict.decision is Decision.TOOLS
-            and (verdict.tools[0] in described) is is_described
+            j
+            for j in judged
+            if j.verdict.settled
+            and j.verdict.decision is Decision.TOOLS
+            and (j.verdict.tools[0] in described) is is_described
         ]
-        false_positives = tuple(verdict for verdict, expected in decided if not expected)
-        right = tuple(verdict for verdict, expected in decided if expected == frozenset(verdict.tools))
+        false_positives = tuple(j for j in decided if not j.expected)
+        right = tuple(j for j in decided if j.expected == frozenset(j.verdict.tools))
         out.append(Split(kind, false_positives, right))
     return out
 

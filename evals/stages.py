@@ -2,7 +2,8 @@
 
 ``python -m evals.stages --suite generality --split dev`` loads the built-in
 tools (and, for ``generality``, the catalog), embeds their cards as the router
-does, and runs every turn through the similarity → schema → classifier judges.
+does, and runs every turn through the similarity → schema → classifier →
+whether judges.
 Each turn lands in one row: decided right, decided wrong, or left to the LLM
 judge (with or without the expected tool among its candidates). A follow-up
 turn is planned as if the turn before it went as expected (its message and
@@ -27,9 +28,10 @@ the word and verb scores and by the cosine alone. Top 1 bounds what any
 judge chain that takes the best-ranked tool could choose; top 3 is what the
 LLM judge is shown. Counts only, so it may run on a held-out split.
 
-``--separation`` reads whether the card scores tell the turns the
-no-generation judges decided with a tool for no ask from those they decided
-right (``separation.py``): counts and AUCs only.
+``--separation`` reads whether the card scores, or the ask classifier, tell
+the turns the no-generation judges decided with a tool for no ask from those
+they decided right (``separation.py``; ``--set whether_floor=0`` reads them
+before the whether judge acts): counts and AUCs only.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, Case, load_split
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
 from evals.generality import without_catalog
-from evals.separation import separation_table
+from evals.separation import Judged, separation_table
 from services.router.planning.candidates import CardIndex
 from services.router.planning.embedding import MiniLmEmbedder
 from services.router.planning.inputs import PlanInput, restated
@@ -83,6 +85,8 @@ class Landing:
     message: str
     expected: frozenset[str]
     verdict: Verdict
+    #: How likely the ask classifier reads the message as an ask (the best of its scored texts).
+    asks: float = 1.0
 
 
 def selector_with(overrides: Sequence[str]) -> SelectorSettings:
@@ -138,7 +142,9 @@ async def land(
             turn = restated(turn, language)
             ask = await scored_ask(index, specs, turn, TurnCounters())
             verdict = await advance(judges, ask, start(ask))
-            out.append(Landing(case.id, number, row_of(verdict, spec.tools), spec.message, spec.tools, verdict))
+            asks = max((index.asks.probability(t.vector) for t in ask.scored), default=1.0) if index.asks else 1.0
+            row = row_of(verdict, spec.tools)
+            out.append(Landing(case.id, number, row, spec.message, spec.tools, verdict, asks))
             previous_message = spec.message
             previous_calls = tuple((name, dict(args)) for name, args in spec.args.items())
     return out
@@ -237,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     landings = asyncio.run(land(cases, specs, selector_with(args.set)))
     if args.separation:
         described = {spec.name for spec in specs if not spec.examples}
-        print(separation_table([(landing.verdict, landing.expected) for landing in landings], described))
+        print(separation_table([Judged(x.verdict, x.expected, x.asks) for x in landings], described))
         return 0
     print(table(landings))
     if args.show:

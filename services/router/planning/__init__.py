@@ -6,7 +6,7 @@
     cards.py        each tool's texts: examples, or its name/description    (ToolSpec → ToolCard)
     candidates.py   the cards embedded once; a message's texts scored       (message → TextScore per text)
     judges/         the chain: similarity → schema → classifier →          (TextScore → Verdict)
-                    likelihood → llm
+                    whether → likelihood → llm
     fill.py         arguments under each tool's schema, span copying        (Verdict → PlannedCall)
     grounding.py    a call's values must come from the conversation         (PlannedCall → PlannedCall | dropped)
     planner.py      the walk above, for one turn                            (→ Plan)
@@ -23,6 +23,7 @@ optional ``x-agentmesh-*`` schema keywords, documented in one place),
 ``prompts.py`` and ``shots.py`` (the prompts and worked examples of the LLM
 judge and the fill), ``structured.py`` (one constrained generation),
 ``scoring.py`` (one scored continuation: the likelihood judge's),
+``asks.py`` (whether a message asks for what a tool does: the whether judge's),
 ``embedding.py``, ``intent_words.py``, ``card_classifier.py`` and
 ``no_tool_examples.py``. The language of the messages is
 ``services.runtime.language``; no file here names a tool or holds a word list.
@@ -35,7 +36,8 @@ language splits at "and") and scores each against every card. The
 examples and sharing its intent word ``<num>``, the second near the time
 tool's with "time": TOOLS, each with its clause. ``schema`` checks each tool
 can be filled from its clause (its required copied arguments have spans) and
-keeps both; ``classifier``, ``likelihood`` (which would reorder the
+keeps both; ``classifier``, ``whether`` (both tools bring examples: it reads
+only tools described alone), ``likelihood`` (which would reorder the
 candidates of a message left undecided) and ``llm`` have nothing left to do. ``fill``
 copies "12% of 250" (one span of the expression's shape: no generation) and
 "Lima" (one place: none either); ``grounding`` finds every value in the

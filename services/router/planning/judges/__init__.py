@@ -12,15 +12,19 @@ selection mode is only a chain:
   ``schema`` (what the tools' own schemas prove: a tool the message cannot
   fill is dropped; an ask whose shape is one tool's, or that names exactly
   the values a tool copies, is decided) → ``classifier`` (the card
-  classifier's confident verdict on the band) → ``likelihood`` (decides
+  classifier's confident verdict on the band) → ``whether`` (a tool described
+  only is not chosen, nor left to the band first, for a message the ask
+  classifier reads as asking nothing a tool does) → ``likelihood`` (decides
   nothing: reorders the band's first candidates by how likely the model finds
   the message as a request written for each) → ``llm`` (one constrained
   generation decides what is left, and writes the call).
 - ``llm``: ``llm`` alone, over every tool.
 
 A verdict that is decided (tools, or no tool) is left alone by the band's
-judges; ``schema`` alone may overrule a decided tool, because a tool whose
-required copied argument has no span in the message cannot be its ask.
+judges; ``schema`` may overrule a decided tool, because a tool whose
+required copied argument has no span in the message cannot be its ask, and
+``whether`` a decided tool described only, because a message that asks for
+nothing needs no tool however near it comes to a description.
 """
 
 from __future__ import annotations
