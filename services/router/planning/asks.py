@@ -4,7 +4,7 @@ In: the language's labelled messages (``Language.ask_examples``: asks for
 lookups, actions and the user's own data over about 80 kinds of tool, and
 messages that need no tool — chat, advice, knowledge, writing help, talk about
 a topic — most of them in the asks' own topics), embedded once per process by
-the card embedder. Out: per message vector, the probability that it asks.
+the card embedder's model. Out: per message vector, the probability that it asks.
 
 Why: a tool that brings only a name and a description is chosen by how near a
 message comes to its description, and a near miss ("why do flights get
@@ -14,20 +14,20 @@ separates them (AUC 0.54-0.60 over the spent blind sets, ``evals.stages
 it asks for a lookup or an action — and that is the same for every tool, so it
 is learnt once, from a language's examples, not from any tool's cards. Fitted
 on the built-in tools' cards instead (their examples against their near misses
-and the no-tool examples), it read 0.65; fitted on these examples, 0.93 on the
+and the no-tool examples), it read 0.65; fitted on these examples, 0.94 on the
 same turns (docs/concepts/tool-selection.md).
 
 How: the card classifier's softmax regression (``card_classifier.py``) with two
 classes, "asks" and "needs no tool", fitted on the examples' vectors. Embedding
 the 900 English examples and fitting takes ~5.6 s on two CPU cores, so it is
-done once per embedder and examples (``shared``) and every tool list's card
-index reuses it; the router does it at start, with the tools open to all.
+done once per process for each embedding model and examples (``shared``):
+every tool list's card index, and every router a test starts, reuses it; the
+router does it at start, with the tools open to all.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -60,21 +60,20 @@ class AskClassifier:
         return self.classifier.probability(vector, ASKS)
 
 
-#: Per embedder, per examples, the classifier fitted on them.
-_FITTED: weakref.WeakKeyDictionary[Embedder, dict[tuple[tuple[str, bool], ...], AskClassifier]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Per embedding model (``Embedder.name``: two embedders of one model write the same vectors) and examples, the
+#: classifier fitted on them.
+_FITTED: dict[tuple[str, tuple[tuple[str, bool], ...]], AskClassifier] = {}
 
 
 async def shared(
     examples: Sequence[tuple[str, bool]], embedder: Embedder, embed: Callable[[Sequence[str]], Awaitable[Vectors]]
 ) -> AskClassifier:
-    """The classifier fitted on ``examples`` by ``embedder`` (through ``embed``, the index's way of writing texts for
-    it): fitted the first time, then the same one for every card index of the process."""
-    fitted, key = _FITTED.setdefault(embedder, {}), tuple(examples)
-    if key not in fitted:
-        fitted[key] = await AskClassifier.fitted(examples, embed)
-    return fitted[key]
+    """The classifier fitted on ``examples`` by ``embedder``'s model (through ``embed``, the index's way of writing
+    texts for it): fitted the first time, then the same one for every card index of the process."""
+    key = (embedder.name, tuple(examples))
+    if key not in _FITTED:
+        _FITTED[key] = await AskClassifier.fitted(examples, embed)
+    return _FITTED[key]
 
 
 __all__ = ["AskClassifier", "shared"]
