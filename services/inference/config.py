@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.runtime.cache_dir import cache_dir
 from services.runtime.config import ConfigError, ServiceConfig, fraction, non_negative, opt, port, positive
 
 
 def default_model_dir() -> str:
     """Where `make setup` provisions the embedded SmolLM2 model."""
-    root = os.environ.get("AGENTMESH_CACHE_DIR") or str(Path.home() / ".cache" / "agentmesh")
-    return str(Path(root) / "models" / "SmolLM2-135M-Instruct")
+    return str(cache_dir() / "models" / "SmolLM2-135M-Instruct")
 
 
 @dataclass(frozen=True)

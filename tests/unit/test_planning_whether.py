@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from agentmesh.common.v1 import common_pb2
-from services.router.planning import Planner, PlanningSettings, SelectorSettings
+from services.router.planning import Planner, PlanningSettings, SelectorSettings, asks
 from services.router.planning.asks import AskClassifier, shared
 from services.router.planning.embedding import MiniLmEmbedder
 from services.router.planning.inputs import PlanInput
@@ -104,3 +105,24 @@ async def test_the_ask_classifier_is_fitted_only_when_the_chain_has_the_whether_
     with_it = Planner(cast(Generator, Scripted()), PlanningSettings(judges=("similarity", "whether")), BagOfWords())
     await with_it.prepare([FORECAST])
     assert with_it.index is not None and isinstance(with_it.index.asks, AskClassifier)
+
+
+async def test_the_fitted_classifier_is_kept_on_disk_for_every_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTMESH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(asks, "_FITTED", {})
+    embedder = BagOfWords()
+    examples = [("cancel my order 12", True), ("tell me a joke", False), ("is the db up", True), ("hello", False)]
+    first = await shared(examples, embedder, embedder.embed)
+    [kept] = (tmp_path / "asks").glob("*.npz")
+    monkeypatch.setattr(asks, "_FITTED", {})  # another process: nothing in memory
+    calls = len(embedder.calls)
+    again = await shared(examples, embedder, embedder.embed)
+    assert len(embedder.calls) == calls  # read, not embedded and fitted again
+    assert np.array_equal(again.classifier.weights, first.classifier.weights)
+    kept.write_bytes(b"torn")  # an unreadable file is fitted again and written over
+    monkeypatch.setattr(asks, "_FITTED", {})
+    refitted = await shared(examples, embedder, embedder.embed)
+    assert np.array_equal(refitted.classifier.weights, first.classifier.weights)
+    assert len(embedder.calls) == calls + 1 and kept.read_bytes() != b"torn"

@@ -20,21 +20,30 @@ same turns (docs/concepts/tool-selection.md).
 How: the card classifier's softmax regression (``card_classifier.py``) with two
 classes, "asks" and "needs no tool", fitted on the examples' vectors. Embedding
 the 900 English examples and fitting takes ~5.6 s on two CPU cores, so it is
-done once per process for each embedding model and examples (``shared``):
-every tool list's card index, and every router a test starts, reuses it; the
-router does it at start, with the tools open to all.
+done once per machine for each embedding model and examples (``shared``): the
+fitted weights are kept in the cache folder (``asks/``, named by a digest of
+the model, the examples and the fit's constants) and every process, and every
+tool list's card index in it, reads them; the router does it at start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from services.router.planning import card_classifier
 from services.router.planning.card_classifier import CardClassifier
 from services.router.planning.embedding import Embedder, Vectors
+from services.runtime.cache import cache_key
+from services.runtime.cache_dir import cache_dir
+
+log = logging.getLogger(__name__)
 
 #: The class of a message that asks for something a tool does.
 ASKS = 0
@@ -72,8 +81,38 @@ async def shared(
     texts for it): fitted the first time, then the same one for every card index of the process."""
     key = (embedder.name, tuple(examples))
     if key not in _FITTED:
-        _FITTED[key] = await AskClassifier.fitted(examples, embed)
+        fit = (card_classifier.SCALE, card_classifier.L2, card_classifier.STEPS, card_classifier.LEARNING_RATE)
+        path = cache_dir() / "asks" / f"{cache_key(embedder.name, examples, fit)}.npz"
+        kept = _read(path)
+        if kept is None:
+            kept = await AskClassifier.fitted(examples, embed)
+            _write(path, kept)
+        _FITTED[key] = kept
     return _FITTED[key]
+
+
+def _read(path: os.PathLike[str]) -> AskClassifier | None:
+    try:
+        with np.load(path) as kept:
+            return AskClassifier(CardClassifier(kept["weights"], kept["bias"], int(kept["none_class"])))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError) as exc:  # a torn or foreign file: fit again, and write it over
+        log.warning("ask classifier cache %s unreadable (%s); fitting again", path, exc)
+        return None
+
+
+def _write(path: os.PathLike[str], fitted: AskClassifier) -> None:
+    """Written whole or not at all (a temporary file renamed), so that a process reading it never sees half."""
+    c = fitted.classifier
+    try:
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".npz", delete=False) as out:
+            np.savez(out, weights=c.weights, bias=c.bias, none_class=c.none_class)
+        os.replace(out.name, path)
+    except OSError as exc:  # a read-only cache folder: every process fits its own
+        log.warning("ask classifier not cached at %s (%s)", path, exc)
 
 
 __all__ = ["AskClassifier", "shared"]
