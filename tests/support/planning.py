@@ -133,6 +133,7 @@ class FixedIndex:
         self.no_tool_examples = list(NO_TOOL_EXAMPLES)
         self.loaded = True
         self.cards = None
+        self.asks = None  # no ask classifier: the whether judge passes
 
     async def load(self, specs: Sequence[common_pb2.ToolSpec]) -> None:
         return None
