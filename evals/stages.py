@@ -142,7 +142,7 @@ async def land(
             turn = restated(turn, language)
             ask = await scored_ask(index, specs, turn, TurnCounters())
             verdict = await advance(judges, ask, start(ask))
-            asks = max((index.asks.probability(t.vector) for t in ask.scored), default=1.0) if index.asks else 1.0
+            asks = index.asks.best(t.vector for t in ask.scored) if index.asks else 1.0
             row = row_of(verdict, spec.tools)
             out.append(Landing(case.id, number, row, spec.message, spec.tools, verdict, asks))
             previous_message = spec.message

@@ -29,7 +29,7 @@ def ask_with(probability: float, tools: dict[str, bool]) -> Ask:
     """An ask whose one scored text the ask classifier gives ``probability``; ``tools``: name -> described only."""
     names = list(tools)
     cards = SimpleNamespace(tools=names, described=np.asarray(list(tools.values())), index=names.index)
-    asks = SimpleNamespace(probability=lambda vector: probability)
+    asks = SimpleNamespace(best=lambda vectors: probability)
     index = SimpleNamespace(cards=cards, asks=asks)
     turn_ = PlanInput("a message", "auto", "", common_pb2.PRIORITY_P1, "", "", ())
     return Ask(turn_, [], TurnCounters(), cast(Any, index), (cast(Any, SimpleNamespace(vector=None)),))
@@ -78,6 +78,7 @@ async def test_the_ask_classifier_learns_from_the_languages_examples_and_is_fitt
     vectors = await embedder.embed([*asks, *chat])
     p = [classifier.probability(v) for v in vectors]
     assert min(p[:2]) > 0.5 and max(p[2:]) < 0.1, p
+    assert classifier.best(vectors) == max(p) and classifier.best([]) == 1.0  # one text that asks: the message asks
 
 
 async def test_a_described_tool_near_a_message_that_asks_nothing_costs_no_generation(

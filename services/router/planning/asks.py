@@ -32,7 +32,7 @@ import asyncio
 import logging
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +68,11 @@ class AskClassifier:
         """The probability that the message whose vector this is asks for something a tool does."""
         return self.classifier.probability(vector, ASKS)
 
+    def best(self, vectors: Iterable[Vectors]) -> float:
+        """The highest ``probability`` among a message's texts (the message, its clauses, its follow-up text): one
+        text that asks makes the message an ask. 1.0 for no text: no evidence declines nothing."""
+        return max((self.probability(v) for v in vectors), default=1.0)
+
 
 #: Per embedding model (``Embedder.name``: two embedders of one model write the same vectors) and examples, the
 #: classifier fitted on them.
@@ -78,7 +83,8 @@ async def shared(
     examples: Sequence[tuple[str, bool]], embedder: Embedder, embed: Callable[[Sequence[str]], Awaitable[Vectors]]
 ) -> AskClassifier:
     """The classifier fitted on ``examples`` by ``embedder``'s model (through ``embed``, the index's way of writing
-    texts for it): fitted the first time, then the same one for every card index of the process."""
+    texts for it): read from the cache folder, or fitted and written there, the first time; then the same one for
+    every card index of the process."""
     key = (embedder.name, tuple(examples))
     if key not in _FITTED:
         fit = (card_classifier.SCALE, card_classifier.L2, card_classifier.STEPS, card_classifier.LEARNING_RATE)

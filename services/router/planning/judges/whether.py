@@ -47,7 +47,7 @@ class WhetherJudge:
             return None
         if not tools or not all(t in cards.tools and cards.described[cards.index(t)] for t in tools):
             return None
-        if max(asks.probability(text.vector) for text in ask.scored) >= self._floor:
+        if asks.best(text.vector for text in ask.scored) >= self._floor:
             return None
         count_selection(self._metrics, self.name, "no_tool")
         return replace(
