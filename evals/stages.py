@@ -32,6 +32,10 @@ LLM judge is shown. Counts only, so it may run on a held-out split.
 the turns the no-generation judges decided with a tool for no ask from those
 they decided right (``separation.py``; ``--set whether_floor=0`` reads them
 before the whether judge acts): counts and AUCs only.
+
+``--fill`` reads the step after the judges: whether the fill's narrowed
+schema offers each argument a first turn expects of a tool described only
+(``fill_offers.py``; no judge runs, counts only).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from typing import Any
 from agentmesh.common.v1 import common_pb2
 from evals.cases import CASES_DIR, Case, load_split
 from evals.catalog import GENERALITY_DIR, catalog_tools, load_catalog
+from evals.fill_offers import offers, offers_table
 from evals.generality import without_catalog
 from evals.separation import Judged, separation_table
 from services.router.planning.candidates import CardIndex
@@ -219,6 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="whether the card scores tell the turns decided with a tool for no ask from the right ones (AUC)",
     )
     parser.add_argument(
+        "--fill", action="store_true", help="whether the fill's narrowed schema offers each expected argument"
+    )
+    parser.add_argument(
         "--no-catalog",
         action="store_true",
         help="generality: the catalog's prompts on the built-ins alone (a catalog tool expected is no tool)",
@@ -237,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = without_catalog(cases)
     tools = default_tools() + (catalog_tools(catalog) if catalog is not None and not args.no_catalog else [])
     specs = [spec_to_proto(tool) for tool in tools]
+    if args.fill:
+        print(offers_table(offers(cases, {s.name: s.parameters_json_schema for s in specs if not s.examples})))
+        return 0
     if args.ranking:
         print(ranking_table(asyncio.run(ranked(cases, specs, selector_with(args.set)))))
         return 0
