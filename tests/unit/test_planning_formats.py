@@ -241,6 +241,30 @@ def test_a_numeric_property_is_offered_the_amounts_in_the_unit_its_name_names_an
     assert ground({"service": "checkout-service", "since_minutes": 1, "limit": 120}, LOGS, message).invented
 
 
+RATE = json.dumps(
+    {
+        "type": "object",
+        "properties": {"base": {"type": "string"}, "target": {"type": "string"}, "amount": {"type": "number"}},
+        "required": ["base", "target"],
+    }
+)
+
+
+def test_a_number_alone_is_the_numeric_propertys_not_a_string_propertys() -> None:
+    """One mention, one argument: the amount the user wrote is not offered as a currency or a service name."""
+    props = json.loads(copy_constrained(RATE, "how many francs for 2,500 euros?", implied=True))["properties"]
+    assert props["amount"] == {"type": "number", "enum": [2500.0]}
+    assert "2,500" not in props["base"]["enum"] and "euros" in props["base"]["enum"]
+    logs = json.loads(copy_constrained(LOGS, "grep payments logs over the last 2 hours", implied=True))["properties"]
+    assert "2" not in logs["service"]["enum"] and "payments" in logs["service"]["enum"]
+    # A tool with no numeric property keeps a number as a name ("order 88014562"), and a string property with
+    # nothing else to offer keeps it too.
+    order = json.dumps({"type": "object", "properties": {"order_id": {"type": "string"}}})
+    tracked = json.loads(copy_constrained(order, "track 88014562", implied=True))["properties"]
+    assert "88014562" in tracked["order_id"]["enum"]
+    assert json.loads(copy_constrained(RATE, "2500", implied=True))["properties"]["base"]["enum"] == ["2500"]
+
+
 def test_the_time_units_have_one_table() -> None:
     assert math_words.units_in("hour", "minute") == SECONDS["hour"] / SECONDS["minute"]
     assert units.convert(1, "h", "min") == in_unit(1, "hour", "minute") == 60

@@ -35,7 +35,7 @@ from services.router.planning.hints import (
     HINT_PREFIX,
 )
 from services.router.planning.labels import labelled, one_owner
-from services.router.planning.quantities import amounts, within
+from services.router.planning.quantities import amounts, is_amount, numeric, within
 from services.router.planning.spans import (
     MAX_SPAN_WORDS,
     MAX_SPANS,
@@ -88,11 +88,12 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     one the sources hold no span for keeps its schema. A span of function words alone is no option (it let near
     misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
 
-    Three spans are no value of a property while another option is left: a span that starts or ends with a word
+    Four spans are no value of a property while another option is left: a span that starts or ends with a word
     naming the tool or one of its properties (the user's verb or the schema's own words: a to-do titled "add",
     a note whose body is "note", "order 88-2201" for ``order_id``, "Personal list" for ``list``); one holding a
     value of a format another property takes (the date belongs to ``date``, not to ``event``: "2026-05-12 and
-    don't send notifications"); and a part of a quotation (the user quoted "Vendor sync" as one value). A
+    don't send notifications"); a part of a quotation (the user quoted "Vendor sync" as one value); and a number
+    alone while a numeric property takes it (``quantities.is_amount``: "2500" is the amount, not the currency). A
     quotation itself is offered first, whatever its length.
     """
     schema = json.loads(schema_json)
@@ -124,9 +125,11 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         or _schema_word(o.split()[-1], schema_words)
         or any(f" {o} " in q and f" {o} " != q for q in quoted)
     }
+    if any(amounts(n, p, sources, ENGLISH) for n, p in props.items() if numeric(p)):
+        misplaced |= {o for o in options if is_amount(o, ENGLISH)}
     offered: dict[str, list[str]] = {}
     for name, prop in props.items():
-        if isinstance(prop, dict) and prop.get("type") in {"integer", "number"} and not {"enum", "const"} & set(prop):
+        if numeric(prop):
             # An amount the user wrote on its own, in the unit the property names (``quantities.py``).
             values = [v for v in amounts(name, prop, sources, ENGLISH) if within(prop, v)]
             if values:

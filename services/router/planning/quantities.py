@@ -7,6 +7,10 @@ hours". Two facts fix both:
 
 - An amount is a number written on its own (``Language.quantities``): not a
   piece of a date, a time, a version or an id.
+- An amount is a numeric property's value, not a name: while a numeric
+  property of the tool takes one, a string property is not offered a span
+  that is a number alone ("2500 euros" is the amount, not the currency to
+  convert from; "the last 2 hours" is the window, not the service).
 - A property whose name names a time unit (``since_minutes``,
   ``timeout_seconds``) takes an amount written with another time unit in its
   own unit ("2 hours" is 120 minutes, "an hour" 60), by the shared table
@@ -49,10 +53,20 @@ def amounts(name: str, prop: dict[str, Any], sources: Sequence[str], language: L
     return list(out)
 
 
+def numeric(prop: Any) -> bool:
+    """Whether a property takes an amount: a number or an integer not limited to listed values."""
+    return isinstance(prop, dict) and prop.get("type") in {"integer", "number"} and not {"enum", "const"} & set(prop)
+
+
+def is_amount(span: str, language: Language) -> bool:
+    """Whether ``span`` is one number written on its own and nothing else ("2,500", "$100"; not "2 hours")."""
+    return len(span.split()) == 1 and len(language.quantities(span)) == 1
+
+
 def within(prop: dict[str, Any], value: float) -> bool:
     """Whether ``value`` meets the property's ``minimum`` and ``maximum``, where it states them."""
     low, high = prop.get("minimum"), prop.get("maximum")
     return (not isinstance(low, (int, float)) or value >= low) and (not isinstance(high, (int, float)) or value <= high)
 
 
-__all__ = ["amounts", "unit_of", "within"]
+__all__ = ["amounts", "is_amount", "numeric", "unit_of", "within"]
