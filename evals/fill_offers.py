@@ -8,8 +8,11 @@ among the options at all (the narrowing's reach), and whether the 135M model
 picks it (the generation's). This reads the first: for every argument a
 first turn expects of a catalog tool, whether the narrowed schema offers it,
 per kind of property. The served eval's argument exactness over the same
-turns, divided by this, is the generation's share. Counts only, so it may
-run on a held-out split.
+turns, divided by this, is the generation's share. A property's own list
+(``enum``) is narrowed only to the values the message writes
+(``choices.py``): "offered" there means narrowed and still right, "not
+among the options" that the narrowing lost the value, "left free" that no
+value was written. Counts only, so it may run on a held-out split.
 
 Each turn's message is taken whole, as for a one-tool turn; a turn that asks
 for two tools is filled from its own clause when served, so its options may
@@ -28,13 +31,15 @@ from evals.cases import Case
 from services.router.planning.copying import copy_constrained
 
 #: How a property's expected value stands in the narrowed schema.
-OFFERED, NOT_OFFERED, FREE = "offered", "not among the options", "left free (no option fits)"
+OFFERED, NOT_OFFERED, FREE = "offered", "not among the options", "left free (no option fits, or none written)"
 
 
 def kind_of(prop: Mapping[str, Any]) -> str:
     """The kind of a property as the narrowing treats it."""
-    if "enum" in prop or "const" in prop or prop.get("type") == "boolean":
-        return "own enum or boolean"
+    if "const" in prop or prop.get("type") == "boolean":
+        return "boolean or constant"
+    if "enum" in prop:
+        return "own list (enum)"
     if prop.get("type") in {"integer", "number"}:
         return "number"
     if prop.get("type") == "array":
@@ -42,10 +47,10 @@ def kind_of(prop: Mapping[str, Any]) -> str:
     return "string with a format" if "format" in prop else "free-form string"
 
 
-def standing(want: Any, narrowed: Mapping[str, Any], name: str) -> str:
-    """Whether the narrowed property ``name`` offers the expected value ``want``."""
+def standing(want: Any, narrowed: Mapping[str, Any], name: str, own: Mapping[str, Any]) -> str:
+    """Whether the narrowed property ``name`` offers the expected value ``want`` (``own``: its schema before)."""
     options = narrowed.get("enum")
-    if not isinstance(options, list):
+    if not isinstance(options, list) or options == own.get("enum"):
         return FREE
     return OFFERED if any(check_generic({name: want}, {name: o}) is None for o in options) else NOT_OFFERED
 
@@ -63,9 +68,9 @@ def offers(cases: Sequence[Case], schemas: Mapping[str, str]) -> Counter[tuple[s
             narrowed = json.loads(copy_constrained(schemas[tool], turn.message, implied=True, tool_name=tool))
             for name, want in expected.items():
                 prop = schema.get("properties", {}).get(name, {})
-                if kind_of(prop) == "own enum or boolean":
-                    continue  # the schema's own choices: nothing to narrow
-                counts[kind_of(prop), standing(want, narrowed["properties"].get(name, {}), name)] += 1
+                if kind_of(prop) == "boolean or constant":
+                    continue  # nothing to narrow
+                counts[kind_of(prop), standing(want, narrowed["properties"].get(name, {}), name, prop)] += 1
     return counts
 
 

@@ -29,16 +29,18 @@ def _case(message: str, args: dict[str, object]) -> Case:
 def test_each_expected_argument_is_offered_not_offered_or_left_free() -> None:
     cases = [
         _case("2,500 euros in francs", {"base": {"contains": "euros"}, "amount": 2500, "units": "metric"}),
-        _case("euros in francs", {"target": "CHF", "amount": 10}),  # CHF is said nowhere; no amount at all
+        _case("euros in francs, imperial", {"target": "CHF", "amount": 10, "units": "imperial"}),  # CHF said nowhere
     ]
     counts = offers(cases, {"rate": RATE})
     assert counts == {
         ("free-form string", OFFERED): 1,
         ("number", OFFERED): 1,
+        ("own list (enum)", FREE): 1,  # no value of the list written: the model picks
         ("free-form string", NOT_OFFERED): 1,
         ("number", FREE): 1,
-    }  # the schema's own enum is not the narrowing's and is not counted
-    assert "| all | 4 | 2 | 1 | 1 |" in offers_table(counts)
+        ("own list (enum)", OFFERED): 1,  # narrowed to the value written
+    }
+    assert "| all | 6 | 3 | 1 | 2 |" in offers_table(counts)
 
 
 def test_a_tool_with_examples_is_not_read() -> None:

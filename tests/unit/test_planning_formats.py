@@ -37,7 +37,7 @@ def test_a_format_offers_only_the_spans_of_its_shape() -> None:
     assert props["email"]["enum"] == ["sam@partner.co"]  # not a composed "email@partner.co"
     assert props["until"]["enum"] == ["2026-03-01"]
     assert "/legal/NDA-draft.docx" in props["path"]["enum"]
-    assert props["role"] == {"type": "string", "enum": ["viewer", "editor"]}  # its own rule stays
+    assert props["role"] == {"type": "string", "enum": ["editor"]}  # its own list, to the value written ("edit")
     # No value of the shape in the message: the format keeps its own rule.
     assert (
         json.loads(copy_constrained(SHARE, "share the deck with the team", implied=True))["properties"]["email"][

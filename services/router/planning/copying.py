@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.router.planning.cards import name_words
+from services.router.planning.choices import written_choices
 from services.router.planning.formats import shaped, values_in
 from services.router.planning.grounding import constants_for, number_pattern
 from services.router.planning.hints import (
@@ -63,10 +64,11 @@ def copy_constrained(schema_json: str, *sources: str, implied: bool = False, too
     a property with no fitting span keeps its free-form schema (the tool then
     says what is wrong).
 
-    ``implied``: the tool (``tool_name``) is described only and its schema holds no hint (``implied_copy``).
+    ``implied``: the tool (``tool_name``) is described only and its schema holds no hint (its own lists narrowed
+    by ``choices.written_choices``, then ``implied_copy``).
     """
     if implied and HINT_PREFIX not in schema_json:
-        return implied_copy(schema_json, sources, tool_name)
+        return implied_copy(written_choices(schema_json, sources, ENGLISH), sources, tool_name)
     if COPY_KEYWORD not in schema_json:
         return schema_json
     schema, found, _ = copy_options(schema_json, sources)
@@ -106,7 +108,6 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     found = dict.fromkeys(
         [*quotations(*sources), *(c for c in clauses if c), *spans(*sources, max_words=IMPLIED_SPAN_WORDS)]
     )
-    # A value of function words alone ("I", "how do") names nothing: offered, it let near misses fill a call.
     options = [o for o in found if verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
     if not options:
         return schema_json
@@ -282,9 +283,8 @@ def copy_options(
 def determined(schema_json: str) -> dict[str, Any] | None:
     """The arguments when the (copy-constrained) schema leaves one choice for every required property, else None.
 
-    Then a generation could only write what the grammar forces, so the fill
-    skips it: a search query copied whole, a place named once. Optional
-    properties are left to the tool's defaults.
+    Then a generation could only write what the grammar forces, so the fill skips it: a search query copied
+    whole, a place named once, a choice the user wrote (``choices.py``). Optional ones keep the tool's defaults.
     """
     schema = json.loads(schema_json)
     props = schema.get("properties", {})

@@ -100,6 +100,21 @@ _ACTION_OF_VERB = _by_word(_VERBS_OF_ACTION)
 #: A request's first word, lower case, an apostrophe kept ("let's").
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
+#: A run of letters: the words a choice's value and a message are compared by (``English.mentions``).
+_LETTERS = re.compile(r"[a-z]+")
+#: A value word shorter than this is never read as written ("1y", "fr").
+_SHORTEST_VALUE_WORD = 3
+#: Two words are one stem written two ways when they share this many first letters and neither has more than
+#: ``_STEM_TAIL`` letters past them ("edit"/"editor", "cycle"/"cycling", "negotiate"/"negotiation").
+_STEM, _STEM_TAIL = 4, 3
+
+
+def _one_stem(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are the same word or one stem (``_STEM``, ``_STEM_TAIL``)."""
+    shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return a == b or (shared >= _STEM and len(a) - shared <= _STEM_TAIL and len(b) - shared <= _STEM_TAIL)
+
+
 # -------------------------------------------------------------------------------------------- quantities
 
 #: How each time unit (a key of ``services.runtime.time_units.SECONDS``) is written, before a number's unit or
@@ -323,6 +338,17 @@ class English:
     def span_clauses(self, text: str) -> list[str]:
         """The stretches of ``text`` a copied span may not cross."""
         return _CLAUSE_END.split(text)
+
+    def mentions(self, text: str, value: str) -> bool:
+        """Whether ``text`` writes ``value``, a choice from a tool's list ("in_progress", "editor", "cycling"):
+        each of the value's content words stands in the text as written or as the same stem ("edit" for
+        "editor", "cycle" for "cycling", "slide deck" for "slides"). A value with a word of under three letters
+        ("1y", "fr") or with no content word is never read as written: such words say too little."""
+        wanted = [w for w in _LETTERS.findall(value.lower().replace("_", " ")) if w not in STOP_WORDS]
+        if not wanted or any(len(w) < _SHORTEST_VALUE_WORD for w in wanted):
+            return False
+        have = set(_LETTERS.findall(text.lower()))
+        return all(any(_one_stem(w, h) for h in have) for w in wanted)
 
     def says_when(self, text: str) -> bool:
         """Whether ``text`` is a time and nothing else: its words, numbers and function words aside, all say when

@@ -1,0 +1,48 @@
+"""Choices: a value from a property's own list that the user wrote is that property's value.
+
+A tool described only shows the fill no example call, and with an ``enum`` of
+its own a property is left to the 135M model's pick: over the spent blind
+sets' one-tool asks it wrote ``stage: "proposal"`` for "deals in
+negotiation", ``status: "in_progress"`` for "still open", ``method:
+"merge"`` for "squash-merge", ``mode: "transit"`` for "walking route" — the
+choice was in the message, word for word or as the same stem
+(``Language.mentions``: "edit" for "editor"). So, for the implied copy
+(``copying.copy_constrained``), a list property is narrowed to the values
+the sources write, when they write any; when they write exactly one, the
+property is required too, so that the grammar writes it (the model left an
+optional one out: "cycle from A to B" and no ``mode``). A list none of whose
+values is written keeps all of them: the model still picks, or leaves it
+out. Booleans, numbers and lists of other types are not read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from services.runtime.language import Language
+
+
+def written_choices(schema_json: str, sources: Sequence[str], language: Language) -> str:
+    """The schema with each string ``enum`` narrowed to the values ``sources`` write (see the module
+    docstring); unchanged when no source writes one."""
+    schema = json.loads(schema_json)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return schema_json
+    changed = False
+    for name, prop in props.items():
+        values = prop.get("enum") if isinstance(prop, dict) else None
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            continue
+        written = [v for v in values if any(language.mentions(source, v) for source in sources)]
+        if not written or len(written) == len(values):
+            continue
+        props[name] = {**prop, "enum": written}
+        if len(written) == 1 and name not in schema.setdefault("required", []):
+            schema["required"].append(name)
+        changed = True
+    return json.dumps(schema) if changed else schema_json
+
+
+__all__ = ["written_choices"]

@@ -1,0 +1,72 @@
+"""choices.written_choices and Language.mentions: a value of a property's own list that the user wrote."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.router.planning.choices import written_choices
+from services.router.planning.copying import copy_constrained, determined
+from services.runtime.language import ENGLISH
+
+DEALS = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "stage": {"type": "string", "enum": ["lead", "proposal", "negotiation", "won", "lost"]},
+            "owner": {"type": "string"},
+            "sort": {"type": "string", "enum": ["amount", "close_date"], "default": "amount"},
+        },
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "written"),
+    [
+        ("deals in negotiation", "negotiation", True),
+        ("move it to in progress", "in_progress", True),  # the value's words, its underscore a space
+        ("let sam edit the sheet", "editor", True),  # one stem
+        ("how long to cycle there", "cycling", True),
+        ("the slide deck", "slides", True),
+        ("every day at 8am", "daily", False),  # a synonym is not the word
+        ("over the last year", "1y", False),  # a word of under three letters says too little
+        ("tell us", "us", False),  # a function word is no content
+        ("cheapest first", "price_asc", False),  # every word of the value must be written
+    ],
+)
+def test_a_value_is_written_as_is_or_as_its_stem(text: str, value: str, written: bool) -> None:
+    assert ENGLISH.mentions(text, value) is written
+
+
+def test_a_list_is_narrowed_to_the_values_written_and_one_written_is_required() -> None:
+    narrowed = json.loads(written_choices(DEALS, ["which of Farah's deals are in negotiation?"], ENGLISH))
+    assert narrowed["properties"]["stage"]["enum"] == ["negotiation"]
+    assert narrowed["required"] == ["stage"]  # the grammar writes it: the model left optional ones out
+    assert narrowed["properties"]["sort"]["enum"] == ["amount", "close_date"]  # none written: all kept
+    two = json.loads(written_choices(DEALS, ["won or lost deals"], ENGLISH))
+    assert two["properties"]["stage"]["enum"] == ["won", "lost"]
+    assert "stage" not in two.get("required", [])  # two written: the model picks, or leaves it out
+
+
+def test_nothing_written_leaves_the_schema_as_it_was() -> None:
+    assert written_choices(DEALS, ["show me my deals"], ENGLISH) == DEALS
+
+
+def test_the_implied_copy_narrows_a_tools_own_list_and_determines_what_it_alone_asks() -> None:
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {"state": {"type": "string", "enum": ["open", "closed", "merged"]}},
+        }
+    )
+    assert determined(copy_constrained(schema, "any open PRs?", implied=True, tool_name="list_prs")) == {
+        "state": "open"
+    }
+    # A tool with examples (not implied) keeps its own list: its examples show the fill.
+    assert json.loads(copy_constrained(schema, "any open PRs?"))["properties"]["state"]["enum"] == [
+        "open",
+        "closed",
+        "merged",
+    ]
