@@ -68,7 +68,7 @@ def copy_constrained(schema_json: str, *sources: str, implied: bool = False, too
     by ``choices.written_choices``, then ``implied_copy``).
     """
     if implied and HINT_PREFIX not in schema_json:
-        return implied_copy(written_choices(schema_json, sources, ENGLISH), sources, tool_name)
+        return implied_copy(written_choices(schema_json, sources, ENGLISH, tool_name), sources, tool_name)
     if COPY_KEYWORD not in schema_json:
         return schema_json
     schema, found, _ = copy_options(schema_json, sources)

@@ -21,12 +21,12 @@ than its prose: ``{"type": "string", "format": "email"}`` is an address,
 Only formats whose values have an unmistakable written shape are read; any
 other format keeps its own rule.
 
-An ``enum`` is read the same way: a property whose values the text names
+An ``enum`` is read the same way: a property whose values the text writes
 exactly one of gets that one ("any open tickets assigned to kenji?" →
 ``status: open``, where the model had written ``in_progress``; "bump it to
-urgent" → ``priority: urgent``). A value matches as whole words, its ``_`` and
-``-`` read as spaces; a text naming two values of one property decides nothing,
-unless one of them is a word of the tool's name ("merge #88 with a rebase").
+urgent" → ``priority: urgent``), by the reading ``choices.written`` also
+narrows the fill's grammar with (a value's words or their stems; of two, not
+a word of the tool's name: "merge #88 with a rebase").
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from services.router.planning.cards import name_words
+from services.router.planning.choices import written
 from services.router.planning.labels import labelled_values
 from services.router.planning.spans import whole
 from services.runtime.language import ENGLISH
@@ -97,30 +97,12 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
         left = [v for v in values_in(format_name, text) if v not in taken]
         if len(unset) == 1 and len(left) == 1:
             out[unset[0]] = left[0]
-    verb = set(name_words(tool_name).split())  # "merge" in "merge #88 with a rebase" names the tool
     for name, prop in props.items():
-        named = named_choices(prop, text) if isinstance(prop, dict) else []
-        if len(named) > 1:
-            named = [v for v in named if str(v).lower() not in verb]
+        named = written(prop, [text], ENGLISH, tool_name)  # a value of its own list written (``choices.py``)
         if len(named) == 1:
             out[name] = named[0]
     out.update(labelled_values(props, out, text, ENGLISH))  # "to my Personal list": ``list`` (``labels.py``)
     return out
 
 
-def named_choices(prop: dict[str, Any], text: str) -> list[str]:
-    """The string ``enum`` values of ``prop`` that ``text`` writes as whole words (``in_progress`` as "in
-    progress"), in the enum's order."""
-    options = prop.get("enum")
-    if not isinstance(options, list):
-        return []
-    lowered = text.lower()
-    named = []
-    for option in options:
-        words = re.split(r"[\s_-]+", option.lower().strip()) if isinstance(option, str) else []
-        if any(words) and re.search(r"\b" + r"[\s_-]+".join(map(re.escape, words)) + r"\b", lowered):
-            named.append(option)
-    return named
-
-
-__all__ = ["SHAPES", "complete", "named_choices", "shaped", "values_in"]
+__all__ = ["SHAPES", "complete", "shaped", "values_in"]
