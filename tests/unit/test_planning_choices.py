@@ -7,7 +7,8 @@ import json
 import pytest
 
 from services.router.planning.choices import written_choices
-from services.router.planning.copying import copy_constrained, determined
+from services.router.planning.copying import copy_constrained
+from services.router.planning.formats import complete
 from services.runtime.language import ENGLISH
 
 DEALS = json.dumps(
@@ -40,31 +41,36 @@ def test_a_value_is_written_as_is_or_as_its_stem(text: str, value: str, written:
     assert ENGLISH.mentions(text, value) is written
 
 
-def test_a_list_is_narrowed_to_the_values_written_and_one_written_is_required() -> None:
+def test_a_list_is_narrowed_to_the_values_written_and_not_made_required() -> None:
     narrowed = json.loads(written_choices(DEALS, ["which of Farah's deals are in negotiation?"], ENGLISH))
     assert narrowed["properties"]["stage"]["enum"] == ["negotiation"]
-    assert narrowed["required"] == ["stage"]  # the grammar writes it: the model left optional ones out
+    # Required, it let the grammar skip the optional properties before it; the completion sets it instead.
+    assert "required" not in narrowed
     assert narrowed["properties"]["sort"]["enum"] == ["amount", "close_date"]  # none written: all kept
     two = json.loads(written_choices(DEALS, ["won or lost deals"], ENGLISH))
     assert two["properties"]["stage"]["enum"] == ["won", "lost"]
-    assert "stage" not in two.get("required", [])  # two written: the model picks, or leaves it out
 
 
 def test_nothing_written_leaves_the_schema_as_it_was() -> None:
     assert written_choices(DEALS, ["show me my deals"], ENGLISH) == DEALS
 
 
-def test_the_implied_copy_narrows_a_tools_own_list_and_determines_what_it_alone_asks() -> None:
+def test_the_implied_copy_narrows_a_tools_own_list_and_the_completion_sets_the_one_written() -> None:
     schema = json.dumps(
         {
             "type": "object",
-            "properties": {"state": {"type": "string", "enum": ["open", "closed", "merged"]}},
+            "properties": {
+                "repo": {"type": "string"},
+                "state": {"type": "string", "enum": ["open", "closed", "merged"]},
+            },
         }
     )
-    assert determined(copy_constrained(schema, "any open PRs?", implied=True, tool_name="list_prs")) == {
-        "state": "open"
-    }
-    # A tool with examples (not implied) keeps its own list: its examples show the fill.
+    narrowed = json.loads(copy_constrained(schema, "any open PRs in acme/web?", implied=True, tool_name="list_prs"))
+    assert narrowed["properties"]["state"]["enum"] == ["open"]
+    # The model left it out, or picked another: the one value written is set after the generation.
+    assert complete(schema, {"repo": "acme/web"}, "any open PRs in acme/web?", "list_prs")["state"] == "open"
+    assert complete(schema, {"state": "closed"}, "PRs someone merged", "list_prs")["state"] == "merged"  # a stem
+    # A tool with examples (not implied) keeps its own list before the generation.
     assert json.loads(copy_constrained(schema, "any open PRs?"))["properties"]["state"]["enum"] == [
         "open",
         "closed",

@@ -284,7 +284,7 @@ def determined(schema_json: str) -> dict[str, Any] | None:
     """The arguments when the (copy-constrained) schema leaves one choice for every required property, else None.
 
     Then a generation could only write what the grammar forces, so the fill skips it: a search query copied
-    whole, a place named once, a choice the user wrote (``choices.py``). Optional ones keep the tool's defaults.
+    whole, a place named once. Optional properties are left to the tool's defaults.
     """
     schema = json.loads(schema_json)
     props = schema.get("properties", {})

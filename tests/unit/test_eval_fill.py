@@ -1,10 +1,11 @@
-"""evals.fill_offers: whether the fill's narrowed schema offers each expected argument, per kind of property."""
+"""evals.fill_offers (whether the fill's narrowed schema offers each expected argument) and evals.fill_alone."""
 
 from __future__ import annotations
 
 import json
 
 from evals.cases import Case, TurnSpec
+from evals.fill_alone import one_tool_asks
 from evals.fill_offers import FREE, NOT_OFFERED, OFFERED, offers, offers_table
 
 RATE = json.dumps(
@@ -45,3 +46,10 @@ def test_each_expected_argument_is_offered_not_offered_or_left_free() -> None:
 
 def test_a_tool_with_examples_is_not_read() -> None:
     assert not offers([_case("2,500 euros", {"amount": 2500})], {})
+
+
+def test_the_fill_alone_reads_the_first_turn_of_single_cases_that_expect_one_described_tool() -> None:
+    two = Case("t", "multi_tool", "dev", (TurnSpec("a and b", frozenset({"rate", "clock"}), {"rate": {"x": 1}}),))
+    builtin = Case("b", "single", "dev", (TurnSpec("time in Lima", frozenset({"clock"}), {"clock": {"z": 1}}),))
+    cases = [_case("2,500 euros in francs", {"amount": 2500}), two, builtin, _case("rates?", {})]
+    assert one_tool_asks(cases, {"rate"}) == [("2,500 euros in francs", "rate", {"amount": 2500})]
