@@ -3,7 +3,8 @@
 A tool described only shows the fill no example call, and the 135M model
 wrote numbers the user never meant: ``duration_minutes: 2026`` (the year of
 "free for an hour on 2026-02-17"), ``since_minutes: 2`` for "the last 2
-hours". Two facts fix both:
+hours", and picked the amount for a name (``base: "2500"`` for "2500 euros").
+Three facts:
 
 - An amount is a number written on its own (``Language.quantities``): not a
   piece of a date, a time, a version or an id.
