@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -41,6 +39,8 @@ from services.runtime.language import ENGLISH
 
 #: How many fills run at once (the engine batches them).
 CONCURRENCY = 8
+#: The token limit of each fill and of the "free" generation beside it (the router's fill default).
+FILL_TOKENS = 160
 
 
 class EngineGenerator:
@@ -57,7 +57,7 @@ class EngineGenerator:
         request = GenerationRequest(
             request_id=request_id,
             prompt=tuple(ChatTurn(m.role, m.content) for m in spec.messages),
-            sampling=Sampling(0.0, 1.0, 0, spec.sampling.max_tokens or 160, None, ()),
+            sampling=Sampling(0.0, 1.0, 0, spec.sampling.max_tokens or FILL_TOKENS, None, ()),
             priority=0,
             json_schema=spec.json_schema or None,
         )
@@ -86,7 +86,7 @@ async def measure(cases: Sequence[Case], catalog: Mapping[str, Mapping[str, Any]
     engine = VllmEngine(VllmSettings(model=str(default_model_dir()), model_id="fill-alone", warmup=False))
     await engine.start()
     structured = Structured(cast(Generator, EngineGenerator(engine)))  # the planning code's own call path
-    filler = Filler(structured, ENGLISH)
+    filler = Filler(structured, ENGLISH, max_tokens=FILL_TOKENS)
     gate = asyncio.Semaphore(CONCURRENCY)
     counts = {"asks": len(asks), "exact": 0, "dropped": 0, "free exact": 0}
 
@@ -99,7 +99,7 @@ async def measure(cases: Sequence[Case], catalog: Mapping[str, Mapping[str, Any]
                 specs[tool].parameters_json_schema,
                 common_pb2.PRIORITY_P1,
                 TurnCounters(),
-                160,
+                FILL_TOKENS,
             )
         if not calls:
             counts["dropped"] += 1
@@ -130,7 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  exact (the router's fill): {counts['exact']}/{n}   dropped (unparseable or ungrounded): {counts['dropped']}"
     )
     print(f"  exact, the tool's own schema not narrowed: {counts['free exact']}/{n}")
-    print(json.dumps(counts), file=sys.stderr)
     return 0
 
 

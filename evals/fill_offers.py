@@ -68,9 +68,10 @@ def offers(cases: Sequence[Case], schemas: Mapping[str, str]) -> Counter[tuple[s
             narrowed = json.loads(copy_constrained(schemas[tool], turn.message, implied=True, tool_name=tool))
             for name, want in expected.items():
                 prop = schema.get("properties", {}).get(name, {})
-                if kind_of(prop) == "boolean or constant":
+                kind = kind_of(prop)
+                if kind == "boolean or constant":
                     continue  # nothing to narrow
-                counts[kind_of(prop), standing(want, narrowed["properties"].get(name, {}), name, prop)] += 1
+                counts[kind, standing(want, narrowed["properties"].get(name, {}), name, prop)] += 1
     return counts
 
 

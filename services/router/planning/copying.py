@@ -126,13 +126,13 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         or _schema_word(o.split()[-1], schema_words)
         or any(f" {o} " in q and f" {o} " != q for q in quoted)
     }
-    if any(amounts(n, p, sources, ENGLISH) for n, p in props.items() if numeric(p)):
-        misplaced |= {o for o in options if is_amount(o, ENGLISH)}
+    numbers = {n: amounts(n, p, sources, ENGLISH) for n, p in props.items() if numeric(p)}
+    misplaced |= {o for o in options if is_amount(o, ENGLISH)} if any(numbers.values()) else set()
     offered: dict[str, list[str]] = {}
     for name, prop in props.items():
         if numeric(prop):
             # An amount the user wrote on its own, in the unit the property names (``quantities.py``).
-            values = [v for v in amounts(name, prop, sources, ENGLISH) if within(prop, v)]
+            values = [v for v in numbers[name] if within(prop, v)]
             if values:
                 props[name] = {"type": prop["type"], "enum": values}
             continue
