@@ -76,3 +76,27 @@ def test_the_implied_copy_narrows_a_tools_own_list_and_the_completion_sets_the_o
         "closed",
         "merged",
     ]
+
+
+def test_a_coded_value_is_read_only_as_written() -> None:
+    assert ENGLISH.mentions("page the database team, sev1: replica lag", "sev1")
+    assert not ENGLISH.mentions("page the database team, sev1: replica lag", "sev2")  # not by its letters
+
+
+@pytest.mark.parametrize(
+    ("name", "tool", "text", "on"),
+    [
+        ("shuffle", "play_music", "play some Khruangbin, shuffled", True),  # a stem
+        ("unread_only", "search_email", "just check my unread stuff", True),
+        ("draft", "create_pull_request", "open a draft PR from fix/x into main", True),
+        ("draft", "create_pull_request", "open a PR from fix/x into main", False),
+        ("reply_all", "reply_to_email", "reply all on the 'Offsite' thread", True),  # the name as a phrase
+        ("reply_all", "reply_to_email", "reply on the 'Offsite' thread", False),  # its one word names the tool
+    ],
+)
+def test_a_switch_whose_name_is_written_is_turned_on(name: str, tool: str, text: str, on: bool) -> None:
+    schema = json.dumps({"type": "object", "properties": {name: {"type": "boolean", "default": False}}})
+    assert complete(schema, {}, text, tool).get(name, False) is on
+    assert complete(schema, {name: False}, text, tool)[name] is False  # what the fill wrote stands
+    on_by_default = json.dumps({"type": "object", "properties": {name: {"type": "boolean", "default": True}}})
+    assert name not in complete(on_by_default, {}, text, tool)

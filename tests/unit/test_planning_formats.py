@@ -275,3 +275,6 @@ def test_an_optional_property_the_fill_left_out_gets_the_one_value_labelled_for_
     assert complete(TODO, {"title": "renew passport"}, message)["list"] == "Personal"
     assert "list" not in complete(TODO, {"title": "renew passport"}, "add 'renew passport' please")  # no label
     assert complete(TODO, {"title": "x", "list": "Work"}, message)["list"] == "Work"  # the fill's value stands
+    # Of two spans labelled, one inside the other, the one nearest the label ("for Leo to my Personal list").
+    nested = "add 'buy a present for Leo' to my Personal list"
+    assert complete(TODO, {"title": "buy a present for Leo"}, nested)["list"] == "Personal"

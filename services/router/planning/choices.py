@@ -19,13 +19,16 @@ properties in order, and a required one let the model skip the optional
 ones before it ("any open tickets assigned to mfischer?" lost ``assignee``;
 over the spent sets 8-11's one-tool asks, ``python -m evals.fill_alone``:
 82/190 exact with it, against 85 before any of this). A list none of whose
-values is written keeps all of them. Booleans, numbers and lists of other
-types are not read.
+values is written keeps all of them. A boolean that is off unless asked is
+switched on, after the generation, when its name is written (``switched``:
+"shuffled", "a draft PR", "reply all"). Numbers and lists of other types are
+not read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,4 +64,26 @@ def written_choices(schema_json: str, sources: Sequence[str], language: Language
     return json.dumps(schema) if changed else schema_json
 
 
-__all__ = ["written", "written_choices"]
+def switched(name: str, prop: Any, sources: Sequence[str], language: Language, tool_name: str = "") -> bool:
+    """Whether a boolean property that is off unless asked (``default`` not true) is switched on by the
+    sources: its name's content words that do not name the tool are all written (``Language.mentions``:
+    "shuffled" for ``shuffle``, "unread" for ``unread_only``, "a draft PR" for ``draft``), or, when every
+    content word of its name also names the tool, the whole name is written as a phrase ("reply all" for
+    ``reply_all`` of ``reply_to_email``). The fill, shown no example, left such switches out.
+
+    A negation is not read ("don't shuffle" switches ``shuffle`` on): the flag stays as the model wrote it
+    when it wrote one, since only a property left unset is completed (``formats.complete``)."""
+    if not isinstance(prop, dict) or prop.get("type") != "boolean" or prop.get("default") is True:
+        return False
+    words = name_words(name)
+    own = language.content_words(words) - language.content_words(name_words(tool_name))
+    if own:
+        return any(all(language.mentions(source, word) for word in own) for source in sources)
+    phrase = f" {words} "
+    return any(phrase in f" {' '.join(_WORD.findall(source.lower()))} " for source in sources)
+
+
+#: A word, letters and digits, in any script: what a property's name is matched against as a phrase.
+_WORD = re.compile(r"\w+")
+
+__all__ = ["switched", "written", "written_choices"]

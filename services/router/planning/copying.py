@@ -36,6 +36,7 @@ from services.router.planning.hints import (
     HINT_PREFIX,
 )
 from services.router.planning.labels import labelled, one_owner
+from services.router.planning.notation import preferred
 from services.router.planning.quantities import amounts, is_amount, numeric, within
 from services.router.planning.spans import (
     MAX_SPAN_WORDS,
@@ -136,15 +137,14 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             if values:
                 props[name] = {"type": prop["type"], "enum": values}
             continue
-        if not isinstance(prop, dict) or prop.get("type") != "string":
+        if not isinstance(prop, dict) or prop.get("type") != "string" or {"enum", "const", "pattern"} & set(prop):
             continue
-        if any(key in prop for key in ("enum", "const", "pattern")):
-            continue
-        # A format names the shape of its values (an address, a date): only spans of that shape fit it.
+        # A format names the shape of its values (an address, a date): only spans of that shape fit it; a
+        # description's notation or coded examples make its shape the preferred options (``notation.py``).
         if "format" in prop:
             fitting = shaped(str(prop["format"]), options)
         else:
-            fitting = [o for o in options if fits(prop, True, o)]
+            fitting = preferred(prop, [o for o in options if fits(prop, True, o)])
         others = formats - {prop.get("format")}  # a value of another property's format is that property's
         unlikely = misplaced.union(o for o in fitting if any(values_in(f, o) for f in others))
         unlikely |= set() if ENGLISH.about_time(f"{name_words(name)} {prop.get('description', '')}") else times

@@ -32,24 +32,14 @@ a word of the tool's name: "merge #88 with a rebase").
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
-from services.router.planning.choices import written
+from services.router.planning.choices import switched, written
 from services.router.planning.labels import labelled_values
+from services.router.planning.notation import SHAPES, noted
 from services.router.planning.spans import whole
 from services.runtime.language import ENGLISH
-
-#: The written shape of each format read here (the whole value must match).
-SHAPES: dict[str, re.Pattern[str]] = {
-    "email": re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}"),
-    "date": re.compile(r"\d{4}-\d{2}-\d{2}"),
-    "date-time": re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
-    "time": re.compile(r"\d{1,2}:\d{2}(?::\d{2})?"),
-    "uri": re.compile(r"https?://\S+"),
-    "url": re.compile(r"https?://\S+"),
-}
 
 
 def shaped(format_name: str, options: Iterable[str]) -> list[str]:
@@ -101,7 +91,10 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
         named = written(prop, [text], ENGLISH, tool_name)  # a value of its own list written (``choices.py``)
         if len(named) == 1:
             out[name] = named[0]
+        elif name not in out and switched(name, prop, [text], ENGLISH, tool_name):  # "shuffled": ``shuffle``
+            out[name] = True
     out.update(labelled_values(props, out, text, ENGLISH))  # "to my Personal list": ``list`` (``labels.py``)
+    out.update(noted(props, out, text))  # "is BA 287 on time?": a shape the description gives (``notation.py``)
     return out
 
 

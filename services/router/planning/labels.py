@@ -9,7 +9,8 @@ and Pine"). So the implied copy (``copying.implied_copy``) reads the labels:
 a span written right after a word of a property's own name, up to a function
 word or the clause's end ("project QA for ..."), or right before one, from a
 function word ("the database team"; a clause's first words are its verb), is
-*labelled* for that property (an article between label and span aside). A
+*labelled* for that property (an article between label and span aside; of
+two labelled spans, one inside the other, the inner one, nearest the label). A
 property with labelled spans is offered those only; a span labelled for one
 property is no option of another while that one has others left. After the
 fill, an optional property the model left out gets the one value labelled for
@@ -45,6 +46,8 @@ def labelled(offered: dict[str, list[str]], sources: Sequence[str], language: La
         if not cues:
             continue
         found = [o for o in options if not language.content_words(o) & cues and _beside(o, cues, texts, language)]
+        # The value nearest the label: "to my Personal list" labels "Personal", not "Leo to my Personal".
+        found = [o for o in found if not any(p != o and f" {p} " in f" {o} " for p in found)]
         if found:
             out[name] = found
     return out

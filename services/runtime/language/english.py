@@ -100,9 +100,10 @@ _ACTION_OF_VERB = _by_word(_VERBS_OF_ACTION)
 #: A request's first word, lower case, an apostrophe kept ("let's").
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
-#: A run of letters: the words a choice's value and a message are compared by (``English.mentions``).
-_LETTERS = re.compile(r"[a-z]+")
-#: A value word shorter than this is never read as written ("1y", "fr").
+#: The words a choice's value and a message are compared by (``English.mentions``); one with a digit is a code
+#: ("sev1", "p2", "1y"), read only as written, whole.
+_ALNUM = re.compile(r"[a-z0-9]+")
+#: A letters-only value word shorter than this is never read as written ("fr").
 _SHORTEST_VALUE_WORD = 3
 #: Two words are one stem written two ways when they share this many first letters and neither has more than
 #: ``_STEM_TAIL`` letters past them ("edit"/"editor", "cycle"/"cycling", "negotiate"/"negotiation").
@@ -342,13 +343,15 @@ class English:
     def mentions(self, text: str, value: str) -> bool:
         """Whether ``text`` writes ``value``, a choice from a tool's list ("in_progress", "editor", "cycling"):
         each of the value's content words stands in the text as written or as the same stem ("edit" for
-        "editor", "cycle" for "cycling", "slide deck" for "slides"). A value with a word of under three letters
-        ("1y", "fr") or with no content word is never read as written: such words say too little."""
-        wanted = [w for w in _LETTERS.findall(value.lower().replace("_", " ")) if w not in STOP_WORDS]
-        if not wanted or any(len(w) < _SHORTEST_VALUE_WORD for w in wanted):
+        "editor", "cycle" for "cycling", "slide deck" for "slides"); a word with a digit only as written, whole
+        ("sev1" is not "sev2"). A value with a letters-only word of under three letters ("fr") or with no content
+        word is never read as written: such words say too little."""
+        wanted = [w for w in _ALNUM.findall(value.lower().replace("_", " ")) if w not in STOP_WORDS]
+        coded = [w for w in wanted if not w.isalpha()]
+        if not wanted or any(len(w) < _SHORTEST_VALUE_WORD for w in wanted if w.isalpha()):
             return False
-        have = set(_LETTERS.findall(text.lower()))
-        return all(any(_one_stem(w, h) for h in have) for w in wanted)
+        have = set(_ALNUM.findall(text.lower()))
+        return all(w in have for w in coded) and all(any(_one_stem(w, h) for h in have) for w in wanted if w.isalpha())
 
     def says_when(self, text: str) -> bool:
         """Whether ``text`` is a time and nothing else: its words, numbers and function words aside, all say when
