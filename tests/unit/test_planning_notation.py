@@ -80,3 +80,27 @@ def test_a_property_of_a_shape_left_out_gets_the_one_value_of_that_shape_written
     assert complete(MEETING, {"title": "Dentist"}, asked)["start"] == "08:30"
     assert "start" not in complete(MEETING, {"title": "x"}, "Dentist at 08:30 or 09:15")  # two: none picked
     assert complete(MEETING, {"title": "x", "start": "09:00"}, asked)["start"] == "09:00"  # the fill's stands
+
+
+CI = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "repo": {"type": "string", "description": "Repository as owner/name."},
+            "ref": {"type": "string", "description": "Branch name or commit SHA."},
+        },
+        "required": ["repo"],
+    }
+)
+
+
+def test_a_slash_template_is_a_shape_and_its_one_value_is_no_other_propertys() -> None:
+    assert shape({"type": "string", "description": "Repository as owner/name."}) is not None
+    assert shape({"type": "string", "description": "Tags and/or labels."}) is None  # no template: function words
+    asked = "did the pipeline go green on release-2.4 for acme/mobile-app?"
+    props = json.loads(copy_constrained(CI, asked, implied=True, tool_name="get_ci_status"))["properties"]
+    assert props["repo"]["enum"] == ["acme/mobile-app"]
+    assert "release-2.4" in props["ref"]["enum"] and "acme/mobile-app" not in props["ref"]["enum"]
+    # Two of the shape: either may be the other property's ("release/3.2 in acme/payments").
+    two = json.loads(copy_constrained(CI, "did CI pass on release/3.2 in acme/payments?", implied=True))
+    assert {"release/3.2", "acme/payments"} <= set(two["properties"]["ref"]["enum"])

@@ -327,6 +327,10 @@ def test_determined_needs_every_required_property_pinned() -> None:
     assert determined(json.dumps(pinned)) == {"a": "x"}
     assert determined(json.dumps({**pinned, "required": ["a", "b"]})) is None
     assert determined(json.dumps({**pinned, "required": []})) is None
+    # A tool described only: an optional property offered two options is a choice left to the generation.
+    assert determined(json.dumps(pinned), open_choices=True) is None
+    one_each = {**pinned, "properties": {"a": {"enum": ["x"]}, "b": {"enum": ["y"]}}}
+    assert determined(json.dumps(one_each), open_choices=True) == {"a": "x"}
 
 
 async def weather_with_near_miss(near_miss: str, *, choose: float) -> Selector:

@@ -20,7 +20,7 @@ from typing import Any
 
 from services.router.planning.cards import name_words
 from services.router.planning.choices import written_choices
-from services.router.planning.formats import shaped, values_in
+from services.router.planning.formats import shaped
 from services.router.planning.grounding import constants_for, number_pattern
 from services.router.planning.hints import (
     COMPOSE_PATTERN_KEYWORD,
@@ -36,7 +36,7 @@ from services.router.planning.hints import (
     HINT_PREFIX,
 )
 from services.router.planning.labels import labelled, one_owner
-from services.router.planning.notation import preferred
+from services.router.planning.notation import claimed, preferred
 from services.router.planning.quantities import amounts, is_amount, numeric, within
 from services.router.planning.spans import (
     MAX_SPAN_WORDS,
@@ -112,10 +112,8 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     options = [o for o in found if verbatim(o, sources) and ENGLISH.content_words(o)][:MAX_SPANS]
     if not options:
         return schema_json
-    # The schema's own words (the tool's name, its properties' names) and the formats its properties take.
+    # The schema's own words (the tool's name, its properties' names).
     schema_words = ENGLISH.content_words(" ".join(name_words(n) for n in [tool_name, *props]))
-    shapes = [p.get("items") if isinstance(p, dict) and p.get("type") == "array" else p for p in props.values()]
-    formats = {str(p["format"]) for p in shapes if isinstance(p, dict) and "format" in p}
     quoted = [f" {q} " for q in quotations(*sources)]
     # A time said on its own ("today", "in 20 minutes") is a value only of a property about time.
     times = {o for o in options if ENGLISH.says_when(o)}
@@ -145,8 +143,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             fitting = shaped(str(prop["format"]), options)
         else:
             fitting = preferred(prop, [o for o in options if fits(prop, True, o)])
-        others = formats - {prop.get("format")}  # a value of another property's format is that property's
-        unlikely = misplaced.union(o for o in fitting if any(values_in(f, o) for f in others))
+        unlikely = misplaced | claimed(props, name, fitting)  # another's format or shape: that property's
         unlikely |= set() if ENGLISH.about_time(f"{name_words(name)} {prop.get('description', '')}") else times
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
@@ -280,16 +277,19 @@ def copy_options(
     return schema, found, marked
 
 
-def determined(schema_json: str) -> dict[str, Any] | None:
+def determined(schema_json: str, *, open_choices: bool = False) -> dict[str, Any] | None:
     """The arguments when the (copy-constrained) schema leaves one choice for every required property, else None.
 
     Then a generation could only write what the grammar forces, so the fill skips it: a search query copied
-    whole, a place named once. Optional properties are left to the tool's defaults.
+    whole, a place named once. Optional properties are left to the tool's defaults. ``open_choices`` (a tool
+    described only): an optional property offered two options or more is a choice left to make ("merged PRs in
+    acme/billing by kdiaz": the repository is determined, the author is not).
     """
     schema = json.loads(schema_json)
     props = schema.get("properties", {})
     required = schema.get("required", [])
-    if not required:
+    optional = [p for n, p in props.items() if n not in required and isinstance(p, dict)]
+    if not required or (open_choices and any(len(p.get("enum", ())) > 1 for p in optional)):
         return None
     out: dict[str, Any] = {}
     for name in required:

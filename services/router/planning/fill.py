@@ -74,7 +74,7 @@ class Filler:
             schema = copy_constrained(
                 tool.parameters_json_schema, text, told, implied=not tool.examples, tool_name=tool.name
             )
-            known = determined(schema)
+            known = determined(schema, open_choices=not tool.examples)
             if known is not None:  # the grammar leaves one choice: nothing for a generation to decide
                 return text, json.dumps(known)
             # A described tool's fill gets no worked call: the one built from its card

@@ -37,8 +37,7 @@ from typing import Any
 
 from services.router.planning.choices import switched, written
 from services.router.planning.labels import labelled_values
-from services.router.planning.notation import SHAPES, noted
-from services.router.planning.spans import whole
+from services.router.planning.notation import SHAPES, noted, values_in
 from services.runtime.language import ENGLISH
 
 
@@ -48,15 +47,6 @@ def shaped(format_name: str, options: Iterable[str]) -> list[str]:
     if shape is None:
         return []
     return [o for o in options if shape.fullmatch(o)]
-
-
-def values_in(format_name: str, text: str) -> list[str]:
-    """The values of ``format_name``'s shape written in ``text``, in order, each once."""
-    shape = SHAPES.get(format_name)
-    if shape is None:
-        return []
-    found = (whole(w) for w in text.split())  # a word's edge punctuation and quotes are not the value's
-    return list(dict.fromkeys(w for w in found if shape.fullmatch(w)))
 
 
 def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: str = "") -> dict[str, Any]:

@@ -5,11 +5,12 @@ in prose instead: "Local start time, 24h HH:MM", "Issue key like 'OPS-1423'",
 "Airline code plus number, e.g. 'LH 401'", "Channel like '#general', or
 '@username' for a DM". Shown no example call, the 135M model wrote the number
 alone for "is BA 287 still on time?" and left the start time out of "Put
-'Dentist' on my calendar for 2026-12-15 at 08:30". Two readings, both
-language-free:
+'Dentist' on my calendar for 2026-12-15 at 08:30". Three readings:
 
 - **a notation** the description spells (``NOTATIONS``: "HH:MM", "YYYY-MM-DD")
   stands for that format's shape;
+- **a template** of parts joined by a slash ("Repository as owner/name") is a
+  value of as many parts (two content words: "and/or" is no template);
 - **examples** (the schema's ``examples``, or values the description quotes)
   give their shape when every one is a *code*: each word holds a digit or a
   sign, or is capitals ("LH", "401", "OPS-1423", "#general"). An example in
@@ -18,10 +19,13 @@ language-free:
 Letters match letters of either case, digits digits, a space an optional
 space; signs are kept ("LH 401" fits "BA287", "#general" fits "#infra").
 
-Two uses (``copying.implied_copy``, ``formats.complete``): the spans of the
+Three uses (``copying.implied_copy``, ``formats.complete``): the spans of the
 shape are the property's options when the message holds one (a preference,
-not a rule: "at 8am" keeps every span), and a property of a shape left unset
-gets the one value of that shape the message writes and no argument took.
+not a rule: "at 8am" keeps every span); they are no other property's while
+that one has options left (``claimed``: the 135M model wrote the repository as
+the branch too); and a property of a shape left unset gets the one value of
+that shape the message writes and no argument took. The formats' own shapes
+(``SHAPES``) are here too, so that one module says what a value looks like.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.router.planning.spans import quotations, spans
+from services.router.planning.spans import quotations, spans, whole
+from services.runtime.language import ENGLISH
 
-#: The written shape of each format read here (``formats.py``) (the whole value must match).
+#: The written shape of each format read (``formats.py``; the whole value must match).
 SHAPES: dict[str, re.Pattern[str]] = {
     "email": re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}"),
     "date": re.compile(r"\d{4}-\d{2}-\d{2}"),
@@ -45,6 +50,9 @@ SHAPES: dict[str, re.Pattern[str]] = {
 #: Notations a description spells, and the format whose shape they stand for.
 NOTATIONS: dict[str, str] = {"YYYY-MM-DD": "date", "HH:MM": "time"}
 
+#: A description's template of parts joined by a slash ("owner/name"; "and/or" names no part), and its shape.
+_PARTS = re.compile(r"(?<![\w/])([a-z]+)/([a-z]+)(?![\w/])")
+_PARTED = re.compile(r"[^\s/]+/[^\s/]+")
 #: The runs an example is cut into: letters (joined by - _ . between letters), digits, spaces, any other sign.
 _RUN = re.compile(r"(?P<letters>[^\W\d_]+(?:[-_.][^\W\d_]+)*)|(?P<digits>\d+)|(?P<space>\s+)|(?P<sign>.)")
 _LETTERS = r"[^\W\d_]+(?:[-_.][^\W\d_]+)*"
@@ -61,6 +69,8 @@ def shape(prop: Any) -> re.Pattern[str] | None:
     for notation, format_name in NOTATIONS.items():
         if notation in description:
             return SHAPES[format_name]
+    if any(ENGLISH.content_words(a) and ENGLISH.content_words(b) for a, b in _PARTS.findall(description)):
+        return _PARTED  # "Repository as owner/name."
     listed = prop.get("examples")
     examples = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
     examples += quotations(description)
@@ -87,6 +97,36 @@ def _coded(word: str) -> bool:
     return any(not c.isalpha() for c in word) or (len(word) > 1 and word.isupper())
 
 
+def values_in(format_name: str, text: str) -> list[str]:
+    """The values of ``format_name``'s shape written in ``text``, in order, each once."""
+    shape = SHAPES.get(format_name)
+    if shape is None:
+        return []
+    found = (whole(w) for w in text.split())  # a word's edge punctuation and quotes are not the value's
+    return list(dict.fromkeys(w for w in found if shape.fullmatch(w)))
+
+
+def claimed(props: dict[str, Any], name: str, options: list[str]) -> set[str]:
+    """The options that are another property's: a value of its own list ("deals in negotiation": the stage's,
+    not the owner), an option holding a value of its ``format`` where this property takes another
+    ("2026-05-12 and don't send notifications" is no event title), or the one option of its shape (``shape``:
+    "acme/web" is the repository, not the branch)."""
+    own = props[name].get("format") if isinstance(props.get(name), dict) else None
+    out: set[str] = set()
+    for other, prop in props.items():
+        item = prop.get("items") if isinstance(prop, dict) and prop.get("type") == "array" else prop
+        if other == name or not isinstance(item, dict):
+            continue
+        listed = {str(v).lower().replace("_", " ") for v in item.get("enum", ()) if isinstance(v, str)}
+        out.update(o for o in options if o.lower() in listed)
+        if "format" in item and item["format"] != own:
+            out.update(o for o in options if values_in(str(item["format"]), o))
+        pattern = shape(item)
+        fit = [o for o in options if pattern and pattern.fullmatch(o)]
+        out.update(fit if len(fit) == 1 else ())  # of two ("acme/web from feature/x"), either may be this one's
+    return out
+
+
 def preferred(prop: Any, options: list[str]) -> list[str]:
     """The options of ``prop``'s shape (``shape``) when one is, else all of them."""
     pattern = shape(prop)
@@ -108,4 +148,4 @@ def noted(props: dict[str, Any], arguments: dict[str, Any], text: str) -> dict[s
     return out
 
 
-__all__ = ["NOTATIONS", "SHAPES", "noted", "preferred", "shape"]
+__all__ = ["NOTATIONS", "SHAPES", "claimed", "noted", "preferred", "shape", "values_in"]
