@@ -206,6 +206,7 @@ def test_a_span_written_beside_a_propertys_name_is_that_propertys_alone() -> Non
             [(2.0, None), (150.0, None), (30.0, "minute"), (88.0, None)],
         ),
         ("snooze it for twenty minutes", [(20.0, "minute")]),
+        ("a 45-minute slot for order 5521-003", [(45.0, "minute")]),  # a unit hyphened on; an id's parts none
     ],
 )
 def test_an_amount_is_a_number_written_on_its_own_with_its_time_unit(
@@ -278,3 +279,24 @@ def test_an_optional_property_the_fill_left_out_gets_the_one_value_labelled_for_
     # Of two spans labelled, one inside the other, the one nearest the label ("for Leo to my Personal list").
     nested = "add 'buy a present for Leo' to my Personal list"
     assert complete(TODO, {"title": "buy a present for Leo"}, nested)["list"] == "Personal"
+
+
+def test_a_list_of_a_format_is_narrowed_to_the_values_written_and_left_out_when_none_is() -> None:
+    invite = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "attendees": {"type": "array", "items": {"type": "string", "format": "email"}},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["title"],
+        }
+    )
+    named = "set up 'Sync' with ana@contoso.com and li.wei@contoso.com"
+    props = json.loads(copy_constrained(invite, named, implied=True))["properties"]
+    assert props["attendees"]["items"]["enum"] == ["ana@contoso.com", "li.wei@contoso.com"]
+    assert props["attendees"]["maxItems"] == 2
+    # Nobody named: the model invented addresses until the token limit; the optional list is left out.
+    unnamed = json.loads(copy_constrained(invite, "set up 'Sync' tomorrow", implied=True))["properties"]
+    assert "attendees" not in unnamed and "tags" in unnamed  # a list of no format is the model's

@@ -11,7 +11,8 @@ import pytest
 from agentmesh.agent.v1 import agent_pb2
 from agentmesh.common.v1 import common_pb2
 from agentmesh.tools.v1 import tools_pb2
-from services.router.planning.copying import applies, copy_constrained, determined
+from services.router.planning.copying import applies, copy_constrained
+from services.router.planning.fill import determined
 from services.router.planning.grounding import declared_constants, ground, ungrounded
 from services.router.planning.hints import COPY_KEYWORD
 from services.router.planning.inputs import PlanInput

@@ -14,7 +14,10 @@
 Beside the walk: ``settings.py`` (thresholds and the chain, validated once),
 ``spans.py`` and ``copying.py`` (the spans a copied argument may take),
 ``formats.py`` (the shapes of ``format`` values: an address, a date),
-``choices.py`` (a value of a property's own list that the user wrote),
+``notation.py`` (the shapes a description or its examples give: "HH:MM",
+"owner/name", "e.g. 'LH 401'"; a span of another property's is no option),
+``choices.py`` (a value of a property's own list that the user wrote, and a
+switch whose name is written),
 ``labels.py`` (a value written beside a property's name is that property's),
 ``quantities.py`` (the amounts a numeric property takes, in the unit its name
 names), ``lexical.py`` (the rare words a message shares with a described

@@ -20,7 +20,7 @@ from typing import Any
 
 from services.router.planning.cards import name_words
 from services.router.planning.choices import written_choices
-from services.router.planning.formats import shaped
+from services.router.planning.formats import listed, shaped
 from services.router.planning.grounding import constants_for, number_pattern
 from services.router.planning.hints import (
     COMPOSE_PATTERN_KEYWORD,
@@ -87,16 +87,19 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     fill, and the 135M model wrote the property's name as its value ("origin": "origin", "city": "city" — 14 of
     the generality dev run's fills) or a value nobody said; grounding then dropped the call, and a right choice
     of tool became no call. Copied spans are grounded by construction. A property with an ``enum``, ``const`` or
-    ``pattern`` keeps its own rule, one with a ``format`` is offered only the spans of its shape (``formats.py``);
-    one the sources hold no span for keeps its schema. A span of function words alone is no option (it let near
-    misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
+    ``pattern`` keeps its own rule, one with a ``format`` is offered only the spans of its shape (``formats.py``),
+    one whose description or examples give a shape the spans of it when the message holds one (``notation.py``);
+    one the sources hold no span for keeps its schema. A list of a format is offered the values of that shape
+    written, and left out of the fill when none is (``formats.listed``). A span of function words alone is no
+    option (it let near misses fill a call: "how do I write a good bug report?" → a ticket titled "I").
 
     Four spans are no value of a property while another option is left: a span that starts or ends with a word
     naming the tool or one of its properties (the user's verb or the schema's own words: a to-do titled "add",
-    a note whose body is "note", "order 88-2201" for ``order_id``, "Personal list" for ``list``); one holding a
-    value of a format another property takes (the date belongs to ``date``, not to ``event``: "2026-05-12 and
-    don't send notifications"); a part of a quotation (the user quoted "Vendor sync" as one value); and a number
-    alone while a numeric property takes it (``quantities.is_amount``: "2500" is the amount, not the currency). A
+    a note whose body is "note", "order 88-2201" for ``order_id``, "Personal list" for ``list``); another
+    property's span (``notation.claimed``: a value of its own list, a span holding a value of its format, "the
+    date belongs to ``date``, not to ``event``", or the one span of its shape); a part of a quotation (the user
+    quoted "Vendor sync" as one value); and a number alone while a numeric property takes it
+    (``quantities.is_amount``: "2500" is the amount, not the currency). A
     quotation itself is offered first, whatever its length.
     """
     schema = json.loads(schema_json)
@@ -128,7 +131,13 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     numbers = {n: amounts(n, p, sources, ENGLISH) for n, p in props.items() if numeric(p)}
     misplaced |= {o for o in options if is_amount(o, ENGLISH)} if any(numbers.values()) else set()
     offered: dict[str, list[str]] = {}
+    unsaid = []  # optional lists of a format none of whose values is written: left out of the fill
     for name, prop in props.items():
+        if isinstance(prop, dict) and prop.get("type") == "array":
+            narrowed = listed(prop, sources)
+            props[name] = narrowed or prop
+            unsaid += [] if narrowed or name in schema.get("required", ()) else [name]
+            continue
         if numeric(prop):
             # An amount the user wrote on its own, in the unit the property names (``quantities.py``).
             values = [v for v in numbers[name] if within(prop, v)]
@@ -151,6 +160,8 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     # A span written beside a property's name is that property's ("in project QA"): ``labels.py``.
     for name, fitting in one_owner(offered, labelled(offered, sources, ENGLISH)).items():
         props[name] = {"type": "string", "enum": fitting}
+    for name in unsaid:
+        del props[name]
     return json.dumps(schema)
 
 
@@ -275,26 +286,3 @@ def copy_options(
                 grounded = number_pattern(*sources, constants=sorted(constants))
                 prop["pattern"] = compose.replace(GROUNDED_NUMBER, grounded)
     return schema, found, marked
-
-
-def determined(schema_json: str, *, open_choices: bool = False) -> dict[str, Any] | None:
-    """The arguments when the (copy-constrained) schema leaves one choice for every required property, else None.
-
-    Then a generation could only write what the grammar forces, so the fill skips it: a search query copied
-    whole, a place named once. Optional properties are left to the tool's defaults. ``open_choices`` (a tool
-    described only): an optional property offered two options or more is a choice left to make ("merged PRs in
-    acme/billing by kdiaz": the repository is determined, the author is not).
-    """
-    schema = json.loads(schema_json)
-    props = schema.get("properties", {})
-    required = schema.get("required", [])
-    optional = [p for n, p in props.items() if n not in required and isinstance(p, dict)]
-    if not required or (open_choices and any(len(p.get("enum", ())) > 1 for p in optional)):
-        return None
-    out: dict[str, Any] = {}
-    for name in required:
-        options = props.get(name, {}).get("enum") if isinstance(props.get(name), dict) else None
-        if not isinstance(options, list) or len(options) != 1:
-            return None
-        out[name] = options[0]
-    return out

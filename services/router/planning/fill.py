@@ -4,7 +4,7 @@ In: the chosen tools (each with the clause that asked for it) and the turn.
 Out: ``PlannedCall``s. One schema-constrained generation per tool, all
 concurrent (the replica batches them) — or none, when the copy-constrained
 schema leaves one choice (one place, one URL, the question as a search query:
-``copying.determined``). The worked examples are the tool's own calls nearest
+``determined``). The worked examples are the tool's own calls nearest
 the message in shape (a tool described only gets none: the call built from its
 card taught the model to copy the card's values — it is kept for the LLM
 judge's worked decisions); a follow-up of the tool that ran last turn gets that call
@@ -24,7 +24,7 @@ from typing import Any
 from agentmesh.common.v1 import common_pb2
 from services.router.metrics import RouterMetrics, count_dropped
 from services.router.planning.candidates import CardIndex
-from services.router.planning.copying import copy_constrained, determined
+from services.router.planning.copying import copy_constrained
 from services.router.planning.formats import complete
 from services.router.planning.grounding import ground
 from services.router.planning.inputs import PlanInput, PlannedCall, context, resolved
@@ -108,3 +108,26 @@ class Filler:
                 log.info("planned call %s: left out %s", name, "; ".join(checked.invented))
             calls.append(PlannedCall(name, checked.arguments))
         return calls
+
+
+def determined(schema_json: str, *, open_choices: bool = False) -> dict[str, Any] | None:
+    """The arguments when the (copy-constrained) schema leaves one choice for every required property, else None.
+
+    Then a generation could only write what the grammar forces, so the fill skips it: a search query copied
+    whole, a place named once. Optional properties are left to the tool's defaults. ``open_choices`` (a tool
+    described only): an optional property offered two options or more is a choice left to make ("merged PRs in
+    acme/billing by kdiaz": the repository is determined, the author is not).
+    """
+    schema = json.loads(schema_json)
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    optional = [p for n, p in props.items() if n not in required and isinstance(p, dict)]
+    if not required or (open_choices and any(len(p.get("enum", ())) > 1 for p in optional)):
+        return None
+    out: dict[str, Any] = {}
+    for name in required:
+        options = props.get(name, {}).get("enum") if isinstance(props.get(name), dict) else None
+        if not isinstance(options, list) or len(options) != 1:
+            return None
+        out[name] = options[0]
+    return out

@@ -148,8 +148,9 @@ _COUNTS = re.compile(r"\d.*|an?").fullmatch
 #: Words by which a property's name or description says it takes a time (with the words above and the units).
 _ABOUT_TIME = frozenset(re.findall(r"[a-z]+", "when date dates time times due until since start end duration period"))
 #: A number written on its own — a price's currency sign, a count's "#" and a percent sign aside, a time unit
-#: glued on ("30min") — not a piece of a date, a time, a version or an id ("2026-02-17", "7:30", "3.8.1").
-_QUANTITY = re.compile(r"[$€£#~]?(?P<n>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?P<unit>[a-z]+)?%?")
+#: glued on ("30min", "a 30-minute slot") — not a piece of a date, a time, a version or an id ("2026-02-17",
+#: "7:30", "3.8.1", "5521-003").
+_QUANTITY = re.compile(r"[$€£#~]?(?P<n>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:-?(?P<unit>[a-z]+))?%?")
 #: A word's edge punctuation and quotes, off before it is read as a quantity.
 _QUANTITY_EDGE = ",.;:!?()[]{}\"'“”‘’"
 
