@@ -49,6 +49,9 @@ def kind_of(prop: Mapping[str, Any]) -> str:
 
 def standing(want: Any, narrowed: Mapping[str, Any], name: str, own: Mapping[str, Any]) -> str:
     """Whether the narrowed property ``name`` offers the expected value ``want`` (``own``: its schema before)."""
+    items = narrowed.get("items")
+    if isinstance(items, dict) and isinstance(items.get("enum"), list):  # a list of a format: the values written
+        return OFFERED if check_generic({name: want}, {name: items["enum"]}) is None else NOT_OFFERED
     options = narrowed.get("enum")
     if not isinstance(options, list) or options == own.get("enum"):
         return FREE

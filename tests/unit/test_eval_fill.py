@@ -44,6 +44,14 @@ def test_each_expected_argument_is_offered_not_offered_or_left_free() -> None:
     assert "| all | 6 | 3 | 1 | 2 |" in offers_table(counts)
 
 
+def test_a_list_of_a_format_is_offered_the_values_written() -> None:
+    invite = json.dumps(
+        {"type": "object", "properties": {"who": {"type": "array", "items": {"type": "string", "format": "email"}}}}
+    )
+    case = Case("c", "single", "dev", (TurnSpec("invite a@x.io", frozenset({"rate"}), {"rate": {"who": ["a@x.io"]}}),))
+    assert offers([case], {"rate": invite}) == {("array", OFFERED): 1}
+
+
 def test_a_tool_with_examples_is_not_read() -> None:
     assert not offers([_case("2,500 euros", {"amount": 2500})], {})
 

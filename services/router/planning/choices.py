@@ -35,6 +35,9 @@ from typing import Any
 from services.router.planning.cards import name_words
 from services.runtime.language import Language
 
+#: A word, letters and digits, in any script: what a property's name is matched against as a phrase.
+_WORD = re.compile(r"\w+")
+
 
 def written(prop: Any, sources: Sequence[str], language: Language, tool_name: str = "") -> list[str]:
     """The values of ``prop``'s own string list that ``sources`` write (``Language.mentions``), in the list's
@@ -82,8 +85,5 @@ def switched(name: str, prop: Any, sources: Sequence[str], language: Language, t
     phrase = f" {words} "
     return any(phrase in f" {' '.join(_WORD.findall(source.lower()))} " for source in sources)
 
-
-#: A word, letters and digits, in any script: what a property's name is matched against as a phrase.
-_WORD = re.compile(r"\w+")
 
 __all__ = ["switched", "written", "written_choices"]

@@ -152,7 +152,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             fitting = shaped(str(prop["format"]), options)
         else:
             fitting = preferred(prop, [o for o in options if fits(prop, True, o)])
-        unlikely = misplaced | claimed(props, name, fitting)  # another's format or shape: that property's
+        unlikely = misplaced | claimed(props, name, fitting)  # another property's list value, format or shape
         unlikely |= set() if ENGLISH.about_time(f"{name_words(name)} {prop.get('description', '')}") else times
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
