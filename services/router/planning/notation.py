@@ -59,8 +59,9 @@ _LETTERS = r"[^\W\d_]+(?:[-_.][^\W\d_]+)*"
 
 
 def shape(prop: Any) -> re.Pattern[str] | None:
-    """The written shape of ``prop``'s values from its description's notation or its coded examples; None
-    when it has a ``format`` (``formats.py`` reads that), its own list or pattern, or says no shape."""
+    """The written shape of ``prop``'s values from its description's notation, its slash template or its coded
+    examples; None when it has a ``format`` (``formats.py`` reads that), its own list or pattern, or says no
+    shape."""
     if not isinstance(prop, dict) or prop.get("type") != "string":
         return None
     if any(key in prop for key in ("format", "enum", "const", "pattern")):
