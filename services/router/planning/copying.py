@@ -135,8 +135,10 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
     for name, prop in props.items():
         if isinstance(prop, dict) and prop.get("type") == "array":
             narrowed = listed(prop, sources)
-            props[name] = narrowed or prop
-            unsaid += [] if narrowed or name in schema.get("required", ()) else [name]
+            if narrowed is not None:
+                props[name] = narrowed
+            elif name not in schema.get("required", ()):
+                unsaid.append(name)
             continue
         if numeric(prop):
             # An amount the user wrote on its own, in the unit the property names (``quantities.py``).

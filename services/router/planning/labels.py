@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.router.planning.cards import name_words
-from services.router.planning.spans import MAX_SPAN_WORDS, spans, whole
+from services.router.planning.spans import MAX_SPAN_WORDS, inside, spans, whole
 from services.runtime.language import Language
 
 
@@ -47,7 +47,7 @@ def labelled(offered: dict[str, list[str]], sources: Sequence[str], language: La
             continue
         found = [o for o in options if not language.content_words(o) & cues and _beside(o, cues, texts, language)]
         # The value nearest the label: "to my Personal list" labels "Personal", not "Leo to my Personal".
-        found = [o for o in found if not any(p != o and f" {p} " in f" {o} " for p in found)]
+        found = [o for o in found if not any(inside(p, o) for p in found)]
         if found:
             out[name] = found
     return out

@@ -98,7 +98,7 @@ def one_mention_one_argument(found: dict[str, list[str]]) -> dict[str, list[str]
     out = {}
     for name, options in found.items():
         others = _others(found, name)
-        kept = [o for o in options if not any(_inside(o, x) for x in others)]
+        kept = [o for o in options if not any(inside(o, x) for x in others)]
         out[name] = kept or options
     return out
 
@@ -110,7 +110,7 @@ def own_mentions(found: dict[str, list[str]]) -> dict[str, list[str]]:
     out = {}
     for name, options in found.items():
         others = _others(found, name)
-        out[name] = [o for o in options if not others or not all(_inside(o, x) for x in others)]
+        out[name] = [o for o in options if not others or not all(inside(o, x) for x in others)]
     return out
 
 
@@ -124,9 +124,9 @@ def maximal(options: list[str]) -> list[str]:
     "fluid ounces" and not "ounces" — a shorter span inside it is the same mention, cut short. A longer span
     with a glue word inside ("meters to feet") is two mentions and hides neither."""
     single = [o for o in options if not any(ENGLISH.is_glue(w) for w in o.split()[1:-1])]
-    return [o for o in options if not any(_inside(o, other) for other in single)]
+    return [o for o in options if not any(inside(o, other) for other in single)]
 
 
-def _inside(part: str, whole: str) -> bool:
+def inside(part: str, whole: str) -> bool:
     """Whether ``part`` is a shorter run of ``whole``'s words ("Mexico" in "Mexico City", not "Mexico" itself)."""
     return len(part) < len(whole) and f" {part} " in f" {whole} "

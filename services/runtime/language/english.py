@@ -348,11 +348,12 @@ class English:
         ("sev1" is not "sev2"). A value with a letters-only word of under three letters ("fr") or with no content
         word is never read as written: such words say too little."""
         wanted = [w for w in _ALNUM.findall(value.lower().replace("_", " ")) if w not in STOP_WORDS]
-        coded = [w for w in wanted if not w.isalpha()]
-        if not wanted or any(len(w) < _SHORTEST_VALUE_WORD for w in wanted if w.isalpha()):
+        letters = [w for w in wanted if w.isalpha()]
+        if not wanted or any(len(w) < _SHORTEST_VALUE_WORD for w in letters):
             return False
         have = set(_ALNUM.findall(text.lower()))
-        return all(w in have for w in coded) and all(any(_one_stem(w, h) for h in have) for w in wanted if w.isalpha())
+        coded_written = all(w in have for w in wanted if not w.isalpha())
+        return coded_written and all(any(_one_stem(w, h) for h in have) for w in letters)
 
     def says_when(self, text: str) -> bool:
         """Whether ``text`` is a time and nothing else: its words, numbers and function words aside, all say when
