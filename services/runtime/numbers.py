@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 
+#: What a language's ``content_words`` writes for a number, in digits or words: one token for every value.
+NUMBER_TOKEN = "<num>"
+
 #: A number written in digits: "1,234", "12.5", "-3", "15%" (group 1 holds the percent sign); not part of a word
 #: or of a longer decimal.
 WRITTEN_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(%?)")

@@ -11,6 +11,7 @@ from services.router.planning.cards import tool_cards
 from services.router.planning.copying import copy_constrained
 from services.router.planning.formats import complete, shaped, values_in
 from services.router.planning.grounding import ground
+from services.router.planning.labels import heading
 from services.router.planning.lexical import WordWeights
 from services.router.planning.spans import quotations
 from services.runtime.language import ENGLISH
@@ -279,6 +280,29 @@ def test_an_optional_property_the_fill_left_out_gets_the_one_value_labelled_for_
     # Of two spans labelled, one inside the other, the one nearest the label ("for Leo to my Personal list").
     nested = "add 'buy a present for Leo' to my Personal list"
     assert complete(TODO, {"title": "buy a present for Leo"}, nested)["list"] == "Personal"
+
+
+def test_a_description_s_opening_words_label_a_value_like_the_property_s_name() -> None:
+    assert heading("Speaker or device name; defaults to the active device.", ENGLISH) == {"speaker"}
+    assert heading("Branch, tag or commit SHA.", ENGLISH) == {"branch"}
+    assert heading("2 letter country code", ENGLISH) == {"letter"}  # a number is no label
+    assert heading("One-line summary of the issue.", ENGLISH) == {"line", "summary"}  # nor a sign
+    assert heading("What to play.", ENGLISH) == frozenset()
+    play = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to play."},
+                "device": {"type": "string", "description": "Speaker or device name."},
+            },
+            "required": ["query"],
+        }
+    )
+    message = "play some Fleetwood Mac on the kitchen speaker"
+    props = json.loads(copy_constrained(play, message, implied=True))["properties"]
+    assert props["device"]["enum"] == ["kitchen"]  # "speaker" opens the description: the span before it
+    assert "kitchen" not in props["query"]["enum"]  # labelled for the device, no option of the query
+    assert complete(play, {"query": "Fleetwood Mac"}, message)["device"] == "kitchen"
 
 
 def test_a_list_of_a_format_is_narrowed_to_the_values_written_and_left_out_when_none_is() -> None:

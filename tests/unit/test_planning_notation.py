@@ -104,3 +104,26 @@ def test_a_slash_template_is_a_shape_and_its_one_value_is_no_other_propertys() -
     # Two of the shape: either may be the other property's ("release/3.2 in acme/payments").
     two = json.loads(copy_constrained(CI, "did CI pass on release/3.2 in acme/payments?", implied=True))
     assert {"release/3.2", "acme/payments"} <= set(two["properties"]["ref"]["enum"])
+
+
+def test_a_property_named_an_identifier_takes_one_code_word() -> None:
+    order = {"type": "string", "description": "Order number."}
+    assert shape(order) is None  # a description in plain words says no shape
+    pattern = shape(order, "order_id")
+    assert pattern is not None
+    assert all(pattern.fullmatch(v) for v in ("W55120", "A77-210394", "INFRA-88", "#88"))
+    assert not any(pattern.fullmatch(v) for v in ("W55120 showed", "Bump INFRA-88", "blender", "-", "finance's"))
+    returns = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "order_id": order,
+                "reason": {"type": "string", "description": "Why it goes back."},
+            },
+            "required": ["order_id", "reason"],
+        }
+    )
+    message = "The blender from order W55120 showed up cracked."
+    props = json.loads(copy_constrained(returns, message, implied=True))["properties"]
+    assert props["order_id"]["enum"] == ["W55120"]
+    assert "W55120" not in props["reason"]["enum"]  # the one identifier written is the order's

@@ -15,10 +15,12 @@ Beside the walk: ``settings.py`` (thresholds and the chain, validated once),
 ``spans.py`` and ``copying.py`` (the spans a copied argument may take),
 ``formats.py`` (the shapes of ``format`` values: an address, a date),
 ``notation.py`` (the shapes a description or its examples give: "HH:MM",
-"owner/name", "e.g. 'LH 401'"; a span of another property's is no option),
+"owner/name", "e.g. 'LH 401'", one code word for an ``order_id``; a span of
+another property's is no option),
 ``choices.py`` (a value of a property's own list that the user wrote, and a
 switch whose name is written),
-``labels.py`` (a value written beside a property's name is that property's),
+``labels.py`` (a value written beside a property's name, or beside the words
+that open its description, is that property's),
 ``quantities.py`` (the amounts a numeric property takes, in the unit its name
 names), ``lexical.py`` (the rare words a message shares with a described
 tool's card, and its opening verb against the tool's name, added to its

@@ -35,7 +35,7 @@ from services.router.planning.hints import (
     GROUNDED_NUMBER,
     HINT_PREFIX,
 )
-from services.router.planning.labels import labelled, one_owner
+from services.router.planning.labels import descriptions, labelled, one_owner
 from services.router.planning.notation import claimed, preferred
 from services.router.planning.quantities import amounts, is_amount, numeric, within
 from services.router.planning.spans import (
@@ -153,14 +153,14 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         if "format" in prop:
             fitting = shaped(str(prop["format"]), options)
         else:
-            fitting = preferred(prop, [o for o in options if fits(prop, True, o)])
+            fitting = preferred(prop, [o for o in options if fits(prop, True, o)], name)
         unlikely = misplaced | claimed(props, name, fitting)  # another property's list value, format or shape
         unlikely |= set() if ENGLISH.about_time(f"{name_words(name)} {prop.get('description', '')}") else times
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
             offered[name] = fitting
     # A span written beside a property's name is that property's ("in project QA"): ``labels.py``.
-    for name, fitting in one_owner(offered, labelled(offered, sources, ENGLISH)).items():
+    for name, fitting in one_owner(offered, labelled(offered, sources, ENGLISH, descriptions(props))).items():
         props[name] = {"type": "string", "enum": fitting}
     for name in unsaid:
         del props[name]

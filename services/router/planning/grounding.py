@@ -38,6 +38,7 @@ from typing import Any
 from services.router.planning.hints import CONSTANTS_KEYWORD
 from services.router.planning.quantities import amounts, unit_of
 from services.runtime.language import ENGLISH, Language
+from services.runtime.numbers import NUMBER_TOKEN
 
 #: Numbers a JSON number argument may be whatever the conversation says.
 IDENTITIES: frozenset[float] = frozenset([0.0, 1.0])
@@ -153,7 +154,7 @@ def _unsupported(value: Any, prop: object, said: frozenset[str], language: Langu
     for text in value if isinstance(value, list) else [value]:
         if not isinstance(text, str) or not _LETTERS.search(text):
             continue
-        mine = {w for w in language.content_words(text) if len(w) > 1} - {"<num>"}  # a lone letter says nothing
+        mine = {w for w in language.content_words(text) if len(w) > 1} - {NUMBER_TOKEN}  # a lone letter says nothing
         if mine and not mine & said and not any(_near(w, said) for w in mine):
             return text
     return None
@@ -176,7 +177,7 @@ def ground(arguments: dict[str, Any], schema_json: str, *sources: str, language:
     said = _said(sources, language)
     constants = _declared(props, said) if CONSTANTS_KEYWORD in schema_json else frozenset()
     allowed = grounded(*sources, constants=constants, language=language)
-    words = said - {"<num>"}
+    words = said - {NUMBER_TOKEN}
     invented: dict[str, str] = {}
     for name, value in arguments.items():
         prop = props.get(name)

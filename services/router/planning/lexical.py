@@ -45,9 +45,7 @@ import numpy.typing as npt
 
 from services.router.planning.cards import ToolCard, name_words
 from services.runtime.language import Language
-
-#: The token ``content_words`` writes for a number: a value, never a sign of which tool.
-_NUMBER = "<num>"
+from services.runtime.numbers import NUMBER_TOKEN
 
 
 def words_of(texts: Iterable[str], language: Language) -> frozenset[str]:
@@ -72,7 +70,7 @@ class WordWeights:
         words = []
         for card in cards:
             texts = card.positives if card.described else (name_words(card.name), *card.positives[:1])
-            words.append(words_of(texts, language) - {_NUMBER})
+            words.append(words_of(texts, language) - {NUMBER_TOKEN})
         counts = Counter(w for ws in words for w in ws)
         n = len(words)
         actions = tuple(language.action(name_words(card.name)) for card in cards)

@@ -5,7 +5,7 @@ in prose instead: "Local start time, 24h HH:MM", "Issue key like 'OPS-1423'",
 "Airline code plus number, e.g. 'LH 401'", "Channel like '#general', or
 '@username' for a DM". Shown no example call, the 135M model wrote the number
 alone for "is BA 287 still on time?" and left the start time out of "Put
-'Dentist' on my calendar for 2026-12-15 at 08:30". Three readings:
+'Dentist' on my calendar for 2026-12-15 at 08:30". Four readings:
 
 - **a notation** the description spells (``NOTATIONS``: "HH:MM", "YYYY-MM-DD")
   stands for that format's shape;
@@ -14,7 +14,11 @@ alone for "is BA 287 still on time?" and left the start time out of "Put
 - **examples** (the schema's ``examples``, or values the description quotes)
   give their shape when every one is a *code*: each word holds a digit or a
   sign, or is capitals ("LH", "401", "OPS-1423", "#general"). An example in
-  plain words ("Berlin", "in 20 minutes") says nothing about shape.
+  plain words ("Berlin", "in 20 minutes") says nothing about shape;
+- **an identifier**: a property whose name says it takes one
+  (``Language.names_identifier``: "order_id", "ticket_id") and whose
+  description gives no shape takes one code word ("W55120", not "W55120
+  showed up cracked"; "INFRA-88", not "Bump INFRA-88").
 
 Letters match letters of either case, digits digits, a space an optional
 space; signs are kept ("LH 401" fits "BA287", "#general" fits "#infra").
@@ -33,6 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from services.router.planning.cards import name_words
 from services.router.planning.spans import quotations, spans, whole
 from services.runtime.language import ENGLISH
 
@@ -56,12 +61,15 @@ _PARTED = re.compile(r"[^\s/]+/[^\s/]+")
 #: The runs an example is cut into: letters (joined by - _ . between letters), digits, spaces, any other sign.
 _RUN = re.compile(r"(?P<letters>[^\W\d_]+(?:[-_.][^\W\d_]+)*)|(?P<digits>\d+)|(?P<space>\s+)|(?P<sign>.)")
 _LETTERS = r"[^\W\d_]+(?:[-_.][^\W\d_]+)*"
+#: An identifier's shape: one code word (a digit or a sign in it, an apostrophe aside, or capitals), a letter or digit
+#: in it.
+_IDENTIFIER = re.compile(r"(?=\S*[^\W_])\S*(?:\d|_|[^\w\s'’])\S*|[A-Z]{2,}")
 
 
-def shape(prop: Any) -> re.Pattern[str] | None:
-    """The written shape of ``prop``'s values from its description's notation, its slash template or its coded
-    examples; None when it has a ``format`` (``formats.py`` reads that), its own list or pattern, or says no
-    shape."""
+def shape(prop: Any, name: str = "") -> re.Pattern[str] | None:
+    """The written shape of ``prop``'s values from its description's notation, its slash template, its coded
+    examples or its ``name`` naming an identifier; None when it has a ``format`` (``formats.py`` reads that),
+    its own list or pattern, or says no shape."""
     if not isinstance(prop, dict) or prop.get("type") != "string":
         return None
     if any(key in prop for key in ("format", "enum", "const", "pattern")):
@@ -76,9 +84,11 @@ def shape(prop: Any) -> re.Pattern[str] | None:
     examples = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
     examples += quotations(description)
     patterns = [_pattern(e) for e in examples]
-    if not examples or None in patterns:
-        return None
-    return re.compile("|".join(f"(?:{p})" for p in patterns if p))
+    if examples and None not in patterns:
+        return re.compile("|".join(f"(?:{p})" for p in patterns if p))
+    if name and ENGLISH.names_identifier(name_words(name)):
+        return _IDENTIFIER  # "order_id": "W55120", not "W55120 showed"
+    return None
 
 
 def _pattern(example: str) -> str | None:
@@ -122,15 +132,15 @@ def claimed(props: dict[str, Any], name: str, options: list[str]) -> set[str]:
         out.update(o for o in options if o.lower() in listed)
         if "format" in item and item["format"] != own:
             out.update(o for o in options if values_in(str(item["format"]), o))
-        pattern = shape(item)
+        pattern = shape(item, other)
         fit = [o for o in options if pattern and pattern.fullmatch(o)]
         out.update(fit if len(fit) == 1 else ())  # of two ("acme/web from feature/x"), either may be this one's
     return out
 
 
-def preferred(prop: Any, options: list[str]) -> list[str]:
-    """The options of ``prop``'s shape (``shape``) when one is, else all of them."""
-    pattern = shape(prop)
+def preferred(prop: Any, options: list[str], name: str = "") -> list[str]:
+    """The options of the shape of ``prop`` (named ``name``: ``shape``) when one is, else all of them."""
+    pattern = shape(prop, name)
     return [o for o in options if pattern.fullmatch(o)] or options if pattern else options
 
 
@@ -140,7 +150,7 @@ def noted(props: dict[str, Any], arguments: dict[str, Any], text: str) -> dict[s
     taken = {str(v) for v in arguments.values()}
     out: dict[str, str] = {}
     for name, prop in props.items():
-        pattern = shape(prop) if name not in arguments else None
+        pattern = shape(prop, name) if name not in arguments else None
         if pattern is None:
             continue
         found = [s for s in spans(text, max_words=3) if pattern.fullmatch(s) and s not in taken]

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from services.runtime.numbers import WRITTEN_NUMBER, worded_numbers, words_to_digits
+from services.runtime.numbers import NUMBER_TOKEN, WRITTEN_NUMBER, worded_numbers, words_to_digits
 
 # ------------------------------------------------------------------------------------------ content words
 
@@ -147,6 +147,8 @@ _NUMBER_OR_WORD = re.compile(rf"\d+(?:[.,]\d+)*|{_WORD.pattern}")
 _COUNTS = re.compile(r"\d.*|an?").fullmatch
 #: Words by which a property's name or description says it takes a time (with the words above and the units).
 _ABOUT_TIME = frozenset(re.findall(r"[a-z]+", "when date dates time times due until since start end duration period"))
+#: Words by which a property's name says its value is an identifier ("order_id", "ticket_id"): one coded word.
+_IDENTIFIER = frozenset({"id", "ids", "identifier", "uuid"})
 #: A number written on its own — a price's currency sign, a count's "#" and a percent sign aside, a time unit
 #: glued on ("30min", "a 30-minute slot") — not a piece of a date, a time, a version or an id ("2026-02-17",
 #: "7:30", "3.8.1", "5521-003").
@@ -225,7 +227,7 @@ class English:
         out = set()
         for token in _TOKEN.findall(words_to_digits(text.lower())):
             if token[0].isdigit():
-                out.add("<num>")
+                out.add(NUMBER_TOKEN)
             elif token not in STOP_WORDS:
                 out.add(_ADVERB.sub("", token[:-1] if len(token) > 3 and token.endswith("s") else token))
         return frozenset(out)
@@ -369,6 +371,10 @@ class English:
     def about_time(self, text: str) -> bool:
         """Whether a property's name and description (``text``) say it takes a time ("When to fire", "due date")."""
         return any(w in _ABOUT_TIME or w in _WHEN_WORDS or w in _TIME_UNIT_OF for w in _WORD.findall(text.lower()))
+
+    def names_identifier(self, name: str) -> bool:
+        """Whether a property's name (``name``, read as words) says it takes an identifier ("order_id")."""
+        return any(w in _IDENTIFIER for w in _WORD.findall(name.lower()))
 
     def is_glue(self, word: str) -> bool:
         """A word a copied value never starts or ends with ("in", "to", "of")."""
