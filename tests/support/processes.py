@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import sys
@@ -37,6 +38,12 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
+
+
+#: How many times a first start is tried again on fresh ports when its port was taken meanwhile.
+PORT_RETRIES = 2
+#: What a service's log says when its port was taken (``OSError`` errno 98).
+_PORT_TAKEN = "Address already in use"
 
 
 @dataclass
@@ -84,12 +91,23 @@ class ServiceProcess:
             )
 
     async def start(self, within_s: float = 60.0) -> None:
-        """Start the process and return once its health says SERVING."""
-        await self.spawn()
-        try:
-            await wait_serving(self.address, within_s=within_s, still_starting=lambda: self.running)
-        except (RuntimeError, TimeoutError) as exc:
-            raise AssertionError(f"{self.name} did not start: {exc}\n{self.log_tail()}") from None
+        """Start the process and return once its health says SERVING.
+
+        A first start whose port was taken between ``free_port`` and the bind (another process's outgoing
+        connection got it: "Address already in use") starts again on fresh ports, up to ``PORT_RETRIES`` times;
+        a restart keeps its address, which is what the chaos cases test.
+        """
+        first = self.starts == 0
+        for attempt in itertools.count():
+            await self.spawn()
+            try:
+                await wait_serving(self.address, within_s=within_s, still_starting=lambda: self.running)
+                return
+            except (RuntimeError, TimeoutError) as exc:
+                taken = not self.running and _PORT_TAKEN in self.log_tail()
+                if not (first and taken and attempt < PORT_RETRIES):
+                    raise AssertionError(f"{self.name} did not start: {exc}\n{self.log_tail()}") from None
+                self.port, self.metrics_port = free_port(), free_port()
 
     def kill(self) -> None:
         """SIGKILL: the process gets no chance to drain or say goodbye."""
