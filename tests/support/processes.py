@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import signal
 import sys
@@ -44,6 +43,8 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 PORT_RETRIES = 2
 #: What a service's log says when its port was taken (``OSError`` errno 98).
 _PORT_TAKEN = "Address already in use"
+#: The line ``spawn`` writes to the log before each start.
+_START = "--- start"
 
 
 @dataclass
@@ -85,7 +86,7 @@ class ServiceProcess:
         """Start the process without waiting for it (see ``start``)."""
         self.starts += 1
         with self.log_path.open("ab") as log:
-            log.write(f"--- start {self.starts}: {' '.join(self.argv())}\n".encode())
+            log.write(f"{_START} {self.starts}: {' '.join(self.argv())}\n".encode())
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv(), cwd=ROOT, env=self.env, stdout=log, stderr=asyncio.subprocess.STDOUT
             )
@@ -98,13 +99,14 @@ class ServiceProcess:
         a restart keeps its address, which is what the chaos cases test.
         """
         first = self.starts == 0
-        for attempt in itertools.count():
+        for attempt in range(PORT_RETRIES + 1):
             await self.spawn()
             try:
                 await wait_serving(self.address, within_s=within_s, still_starting=lambda: self.running)
                 return
             except (RuntimeError, TimeoutError) as exc:
-                taken = not self.running and _PORT_TAKEN in self.log_tail()
+                # This start's own lines only: the log holds every start (``spawn``).
+                taken = not self.running and _PORT_TAKEN in self.log_tail().rsplit(_START, 1)[-1]
                 if not (first and taken and attempt < PORT_RETRIES):
                     raise AssertionError(f"{self.name} did not start: {exc}\n{self.log_tail()}") from None
                 self.port, self.metrics_port = free_port(), free_port()

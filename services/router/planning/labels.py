@@ -22,7 +22,7 @@ read (``heading``: "Speaker or device name" labels "the kitchen speaker",
 description's words are many and common ("of the repository") and would label
 half a message. Over the spent blind sets 2–11's one-tool asks (478, each
 filled for its right tool: ``evals.fill_alone``) the heading took exact calls
-284 → 290 (devices, branches, an order number).
+284 → 294 (devices, branches, an order number).
 """
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ def labelled(
     offered: dict[str, list[str]],
     sources: Sequence[str],
     language: Language,
-    descriptions: Mapping[str, str] | None = None,
+    descriptions: Mapping[str, str],
 ) -> dict[str, list[str]]:
-    """Per property, those of its options (``offered``) written right beside a word of its name in a clause of
-    a source (see the module docstring); a property with none is left out."""
+    """Per property, those of its options (``offered``) written right beside a word of its name or of its
+    description's heading (``descriptions``: ``heading``) in a clause of a source (see the module docstring); a
+    property with none is left out."""
     texts = [
         words
         for source in sources
@@ -70,7 +71,7 @@ def labelled(
     ]
     out: dict[str, list[str]] = {}
     for name, options in offered.items():
-        cues = language.content_words(name_words(name)) | heading((descriptions or {}).get(name, ""), language)
+        cues = language.content_words(name_words(name)) | heading(descriptions.get(name, ""), language)
         if not cues:
             continue
         found = [o for o in options if not language.content_words(o) & cues and _beside(o, cues, texts, language)]
