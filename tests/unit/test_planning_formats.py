@@ -92,7 +92,10 @@ def test_words_only_one_tool_card_uses_weigh_more_than_words_every_card_uses() -
         ("bump it to urgent", "update"),
         ("email Sam the deck", "send"),
         ("merge #88 with a rebase", "=merge"),  # a verb whose kind is not plain stands for itself
-        ("what's on my schedule tomorrow?", None),  # a question: "schedule" is no verb here
+        ("what's on my schedule tomorrow?", "read"),  # a question reads: "schedule" is no verb here
+        ("what reminders do I have set?", "read"),  # its later "set" sets none
+        ("Are there open tickets about SSO?", "read"),
+        ("the usual, thanks", None),  # no verb up front
         ("open the onboarding doc", "=open"),  # its kind depends on its object
         ("", None),
     ],

@@ -97,6 +97,14 @@ def _by_word(table: dict[str, str]) -> dict[str, str]:
 
 
 _ACTION_OF_VERB = _by_word(_VERBS_OF_ACTION)
+#: Words a question opens with (after the lead-in): a question asks what is so, so it reads, whatever its later
+#: words ("what reminders do I have set?" sets none; "are there open tickets about SSO?" files none).
+_QUESTION = frozenset(
+    re.findall(
+        r"[a-z]+",
+        "what whats which where wheres when who whom whose how hows why is are was were do does did has have any",
+    )
+)
 #: A request's first word, lower case, an apostrophe kept ("let's").
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -288,14 +296,16 @@ class English:
 
     def action(self, text: str) -> str | None:
         """What the request's opening verb does — "read", "create", "update", "delete" or "send" — or the verb
-        itself when its kind is not plain ("merge", "deploy"); None for a question or a text without a verb up
-        front. Read off the first word after the lead-in, so a verb later in the text ("what's on my schedule")
+        itself when its kind is not plain ("merge", "deploy"); "read" for a question; None for a text without a
+        verb up front. Read off the first word after the lead-in, so a verb later in the text ("what's on my schedule")
         is not taken for the ask's."""
         for word in _WORD.findall(text.lower()):
             if word not in _LEAD_IN:
                 if word in _ACTION_OF_VERB:
                     return _ACTION_OF_VERB[word]
-                return None if word.split("'")[0] in STOP_WORDS else f"={word}"  # "what's": a question
+                if word.split("'")[0] in _QUESTION:  # "what's", "how's"
+                    return "read"
+                return None if word.split("'")[0] in STOP_WORDS else f"={word}"
         return None
 
     def time_unit(self, word: str) -> str | None:
