@@ -486,3 +486,15 @@ async def test_a_described_tool_whose_name_does_another_kind_loses_to_the_verb_a
     # The follow-up's text opens with the message before it, but it does what its own verb says ("bump": update).
     assert followed_on["update_ticket"] == pytest.approx(followed_off["update_ticket"], abs=1e-3)
     assert followed_on["search_tickets"] == pytest.approx(followed_off["search_tickets"] - 0.1, abs=1e-3)
+
+
+async def test_a_described_tool_near_a_text_whose_verb_contradicts_its_name_is_left_to_the_band() -> None:
+    ticket = common_pb2.ToolSpec(name="create_ticket", description="open tickets tracker issue")
+    settings = SelectorSettings(described_choose=0.3, described_reject=0.1, described_lead=0.1, margin=0.05)
+    s = Selector(BagOfWords(), settings, no_tool_examples=NO_TOOL)
+    await s.load([*SPECS, ticket])
+    # The same words near the same card: a request that creates is the tool's; a question reads, and the tool's
+    # name creates, so nearness alone does not decide it.
+    assert (await s.select("open tickets tracker issue")).tools == ("create_ticket",)
+    held = await s.select("are there open tickets tracker issue")
+    assert held.decision is Decision.AMBIGUOUS and held.candidates[0] == "create_ticket"

@@ -3,7 +3,8 @@
 In: the tool list (``cards.py`` turns it into texts) and, per message, its
 texts — the message, its clauses, the message with the previous one for a
 follow-up, embedded in one call. Out: per text, a ``TextScore`` — each tool's
-similarity to its nearest card, and to every negative (no-tool examples, near misses).
+similarity to its nearest card, and to every negative (no-tool examples, near
+misses), and whether its opening verb contradicts what a described tool does.
 
 A new tool list re-embeds only card texts not embedded before (a vector cache
 keyed by text), learns each tool's intent words and fits the card classifier
@@ -33,9 +34,7 @@ from services.router.planning.settings import SelectorSettings
 from services.runtime.language import ENGLISH, Language
 
 log = logging.getLogger(__name__)
-
 T = TypeVar("T")
-
 
 #: ``Cards.negative_owner`` of a capability ask (``no_tool_examples.CAPABILITY_ASKS``).
 CAPABILITY = -2
@@ -82,7 +81,9 @@ class TextScore:
     #: Similarity to every negative row.
     negatives: npt.NDArray[np.float32]
     #: The text's content words (``Language.content_words``): read once, by the word score and the intent check.
-    words: frozenset[str] = frozenset()
+    words: frozenset[str]
+    #: Per tool described only: the text's opening verb does another plain kind of thing than its name says.
+    contradicted: npt.NDArray[np.bool_]
 
 
 class CardIndex:
@@ -154,10 +155,8 @@ class CardIndex:
         # A tool described only is also told apart from the other tools: a word another tool's name or description
         # uses ("ticket" in every ticket tool's) is no evidence for one of them, so such an ask goes to the band.
         card_words = [words_of((name_words(c.name), *c.positives[:1]), self.language) for c in cards]
-        for i, c in enumerate(cards):
-            if c.described:
-                others = frozenset().union(*(w for j, w in enumerate(card_words) if j != i))
-                intents[i] = intents[i] - others
+        for i in np.flatnonzero(described):
+            intents[i] -= frozenset().union(*(w for j, w in enumerate(card_words) if j != i))
         negative_vectors = self._stack(negatives)
         # Off the event loop: a fit takes ~0.4 s for the built-in tools' cards and grows with them.
         classifier = await asyncio.to_thread(
@@ -234,9 +233,10 @@ class CardIndex:
         for text, ask, vector in zip(texts, asks or texts, vectors, strict=True):
             per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
-            words = self.language.content_words(text)
-            per_tool += self._word_score(words, self.language.action(ask), cards.described, cards.words)
-            out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words))
+            words, action = self.language.content_words(text), self.language.action(ask)
+            per_tool += self._word_score(words, action, cards.described, cards.words)
+            against = (cards.words.agreement(action) < 0) & cards.described if cards.words else cards.described & False
+            out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words, against))
         return out
 
     def _word_score(
