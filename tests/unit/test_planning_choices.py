@@ -32,7 +32,8 @@ DEALS = json.dumps(
         ("how long to cycle there", "cycling", True),
         ("the slide deck", "slides", True),
         ("every day at 8am", "daily", False),  # a synonym is not the word
-        ("over the last year", "1y", False),  # a word of under three letters says too little
+        ("the French version", "fr", False),  # a word of under three letters says too little
+        ("over the last year", "1y", True),  # a count and a period's first letter: one year
         ("tell us", "us", False),  # a function word is no content
         ("cheapest first", "price_asc", False),  # every word of the value must be written
     ],

@@ -233,14 +233,14 @@ LOGS = json.dumps(
 
 
 def test_a_numeric_property_is_offered_the_amounts_in_the_unit_its_name_names_and_grounds_them() -> None:
-    message = "errors of checkout-service on 2026-02-17, the last 2 hours"
+    message = "errors of checkout-service on 2026-02-17, the last 2 hours, top 5"
     props = json.loads(copy_constrained(LOGS, message, implied=True))["properties"]
     assert props["since_minutes"] == {"type": "integer", "enum": [120]}  # 2 hours; not 2026 of the date
-    assert props["limit"] == {"type": "integer", "enum": [2]}  # a property naming no unit: the number as written
-    assert json.loads(copy_constrained(LOGS, "top 500 since 1.5 hours", implied=True))["properties"]["limit"] == {
-        "type": "integer",
-        "maximum": 100,
-    }  # 500 is over its maximum, 1.5 no whole number: no option, the schema stays
+    # A property naming no unit: the number as written, less the 2 that a time unit labels for the window.
+    assert props["limit"] == {"type": "integer", "enum": [5]}
+    props = json.loads(copy_constrained(LOGS, "top 500 since 1.5 hours", implied=True))["properties"]
+    assert "limit" not in props  # 500 is over its maximum, 1.5 no whole number: no option, and it is optional
+    assert 90 in props["since_minutes"]["enum"]  # 1.5 hours, beside its time unit
     assert ground({"service": "checkout-service", "since_minutes": 120}, LOGS, message).invented == ()
     # Converted for the property that names the unit only: 120 is no amount of a property with no unit.
     assert ground({"service": "checkout-service", "since_minutes": 1, "limit": 120}, LOGS, message).invented
@@ -327,3 +327,45 @@ def test_a_list_of_a_format_is_narrowed_to_the_values_written_and_left_out_when_
     # Nobody named: the model invented addresses until the token limit; the optional list is left out.
     unnamed = json.loads(copy_constrained(invite, "set up 'Sync' tomorrow", implied=True))["properties"]
     assert "attendees" not in unnamed and "tags" in unnamed  # a list of no format is the model's
+
+
+HOTELS = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "guests": {"type": "integer", "description": "Number of guests.", "minimum": 1},
+            "max_price_per_night": {"type": "number", "description": "Upper price limit per night."},
+        },
+        "required": ["city"],
+    }
+)
+
+
+def test_an_amount_beside_a_word_of_a_numeric_propertys_name_is_that_propertys_alone() -> None:
+    message = "a hotel in Kyoto from 2027-04-02 to 2027-04-06 for 3 of us, nothing over 200 a night"
+    props = json.loads(copy_constrained(HOTELS, message, implied=True))["properties"]
+    assert props["max_price_per_night"] == {"type": "number", "enum": [200.0]}  # "a night" labels it
+    assert props["guests"] == {"type": "integer", "enum": [3]}  # 200 is the price's: no count of guests
+    alone = json.loads(copy_constrained(HOTELS, "a hotel in Lisbon, just me, under 150 a night", implied=True))
+    assert "guests" not in alone["properties"]  # optional, and its one amount is the price's
+    # After the fill: the one amount no argument holds goes to the one numeric property left unset.
+    assert complete(HOTELS, {"city": "Kyoto", "max_price_per_night": 200}, message)["guests"] == 3
+    assert "guests" not in complete(HOTELS, {"city": "Kyoto 3", "max_price_per_night": 200}, message)  # held
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "written"),
+    [
+        ("How has MSFT done over the last year?", "1y", True),
+        ("How has MSFT done over the last year?", "1m", False),
+        ("weekly closes for the past six months", "6m", True),  # a count in words
+        ("errors in the last 30 minutes", "30m", True),  # the same letter, another period: the list says which
+        ("in 1080p please", "1080p", True),  # a code no period abbreviates is read as written
+        ("the last 6 months", "6d", False),
+    ],
+)
+def test_a_count_and_a_periods_first_letters_is_written_as_that_count_of_the_period(
+    text: str, value: str, written: bool
+) -> None:
+    assert ENGLISH.mentions(text, value) is written

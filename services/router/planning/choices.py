@@ -5,7 +5,9 @@ its own a property is left to the 135M model's pick: it wrote ``role:
 "viewer"`` for "give jamal edit access", ``file_type: "image"`` for "the
 slide deck", and left ``mode`` out for "cycle from A to B". The choice was
 in the message, word for word or as the same stem (``Language.mentions``:
-"edit" for "editor"). ``written`` reads it, twice:
+"edit" for "editor"), or, for a code of a count and a period's first letters,
+as that count of the period ("the last 6 months" for ``6m``, where the model
+wrote the default ``1m``). ``written`` reads it, twice:
 
 - before the generation, the implied copy (``copying.copy_constrained``)
   narrows the list to the values the sources write, when they write some

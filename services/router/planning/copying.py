@@ -37,7 +37,7 @@ from services.router.planning.hints import (
 )
 from services.router.planning.labels import descriptions, labelled, one_owner
 from services.router.planning.notation import claimed, preferred
-from services.router.planning.quantities import amounts, is_amount, numeric, within
+from services.router.planning.quantities import is_amount, numeric, owned
 from services.router.planning.spans import (
     MAX_SPAN_WORDS,
     MAX_SPANS,
@@ -128,10 +128,10 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         or _schema_word(o.split()[-1], schema_words)
         or any(f" {o} " in q and f" {o} " != q for q in quoted)
     }
-    numbers = {n: amounts(n, p, sources, ENGLISH) for n, p in props.items() if numeric(p)}
+    numbers = owned(props, sources, ENGLISH, descriptions(props))  # "200 a night": the price's, not the guests
     misplaced |= {o for o in options if is_amount(o, ENGLISH)} if any(numbers.values()) else set()
     offered: dict[str, list[str]] = {}
-    unsaid = []  # optional lists of a format none of whose values is written: left out of the fill
+    unsaid = []  # optional properties with nothing written for them (a list of a format, an amount): left out
     for name, prop in props.items():
         if isinstance(prop, dict) and prop.get("type") == "array":
             narrowed = listed(prop, sources)
@@ -142,9 +142,11 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
             continue
         if numeric(prop):
             # An amount the user wrote on its own, in the unit the property names (``quantities.py``).
-            values = [v for v in numbers[name] if within(prop, v)]
+            values = numbers[name]
             if values:
                 props[name] = {"type": prop["type"], "enum": values}
+            elif name not in schema.get("required", ()):
+                unsaid.append(name)  # no amount written for it: its default stands
             continue
         if not isinstance(prop, dict) or prop.get("type") != "string" or {"enum", "const", "pattern"} & set(prop):
             continue

@@ -36,8 +36,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from services.router.planning.choices import switched, written
-from services.router.planning.labels import labelled_values
+from services.router.planning.labels import descriptions, labelled_values
 from services.router.planning.notation import SHAPES, noted, values_in
+from services.router.planning.quantities import unclaimed
 from services.runtime.language import ENGLISH
 
 
@@ -100,6 +101,7 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
             out[name] = True
     out.update(labelled_values(props, out, text, ENGLISH))  # "to my Personal list": ``list`` (``labels.py``)
     out.update(noted(props, out, text))  # "is BA 287 on time?": a shape the description gives (``notation.py``)
+    out.update(unclaimed(props, out, text, ENGLISH, descriptions(props)))  # an amount left out (``quantities.py``)
     return out
 
 

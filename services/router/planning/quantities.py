@@ -17,6 +17,18 @@ Three facts:
   own unit ("2 hours" is 120 minutes, "an hour" 60), by the shared table
   (``services.runtime.time_units``).
 
+- An amount written right beside a word of a numeric property's name or of
+  its description's heading, or a time unit beside the amount of a property
+  that names one, is that property's (``owned``): "nothing over 200 a night"
+  is ``max_price_per_night``'s, and not ``guests``'s, whose "3 of us" no word
+  labels — the labels of strings (``labels.py``) read for numbers. A numeric
+  property left with no amount is left out of the fill when it is optional.
+- An amount the fill put in no argument is lost to the user: when one
+  numeric property is left unset and one amount the message writes is held
+  by no argument and fits it, it is that property's (``unclaimed``: "for 500
+  euros" is the conversion's ``amount``, "from the past 30 minutes"
+  ``since_minutes``, which the 135M model, shown no example call, left out).
+
 The implied copy (``copying.implied_copy``) offers a numeric property only
 these values (an integer property the whole ones); grounding
 (``grounding.ground``) accepts a converted value for the property that names
@@ -29,6 +41,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.router.planning.cards import name_words
+from services.router.planning.labels import heading
+from services.router.planning.spans import whole
 from services.runtime.language import Language
 from services.runtime.time_units import in_unit
 
@@ -40,18 +54,89 @@ def unit_of(name: str, language: Language) -> str | None:
 
 def amounts(name: str, prop: dict[str, Any], sources: Sequence[str], language: Language) -> list[float | int]:
     """The values the sources offer property ``name`` (see the module docstring), in order, each once."""
+    return list(dict.fromkeys(_written(name, prop, sources, language).values()))
+
+
+def _written(name: str, prop: dict[str, Any], sources: Sequence[str], language: Language) -> dict[float, float | int]:
+    """Per number the sources write on its own, the value it gives property ``name`` (in the unit the name
+    names; an integer property takes the whole ones only)."""
     unit = unit_of(name, language)
-    out: dict[float | int, None] = {}
+    out: dict[float, float | int] = {}
     for source in sources:
         for number, written in language.quantities(source):
             value = in_unit(number, written, unit) if unit is not None and written is not None else number
-            if prop.get("type") == "integer":
-                if not value.is_integer():
+            if prop.get("type") != "integer":
+                out.setdefault(number, value)
+            elif value.is_integer():
+                out.setdefault(number, int(value))
+    return out
+
+
+def owned(
+    props: dict[str, Any], sources: Sequence[str], language: Language, descriptions: dict[str, str]
+) -> dict[str, list[float | int]]:
+    """Per numeric property, the amounts it may take (within its bounds): those labelled for it alone when it has
+    any, else those not labelled for another (see the module docstring)."""
+    written = {
+        name: {n: v for n, v in _written(name, prop, sources, language).items() if within(prop, v)}
+        for name, prop in props.items()
+        if numeric(prop)
+    }
+    labels = {name: sorted(_labelled(name, descriptions.get(name, ""), sources, language)) for name in written}
+    taken = {n for numbers in labels.values() for n in numbers}
+    # Unlike a span, an amount labelled for another property is no option at all ("just me, under 150 a night":
+    # 150 is no count of guests): a property left with none is left out, or to the model when it is required.
+    kept = {name: labels[name] or [n for n in values if n not in taken] for name, values in written.items()}
+    return {name: list(dict.fromkeys(written[name][n] for n in numbers)) for name, numbers in kept.items()}
+
+
+def _labelled(name: str, description: str, sources: Sequence[str], language: Language) -> set[float]:
+    """The numbers the sources write right before or after (an article aside) a word of property ``name``'s name
+    or its description's heading, or right before a time unit when the name names one ("30 minutes")."""
+    cues = language.content_words(name_words(name)) | heading(description, language)
+    timed = unit_of(name, language) is not None
+    out = set()
+    for source in sources:
+        for clause in language.span_clauses(source):
+            words = [w for w in (whole(w) for w in clause.split()) if w]
+
+            def cue(j: int, words: list[str] = words) -> bool:
+                return 0 <= j < len(words) and bool(language.content_words(words[j]) & cues)
+
+            for i, word in enumerate(words):
+                found = language.quantities(word)
+                if len(found) != 1:
                     continue
-                out.setdefault(int(value), None)
-            else:
-                out.setdefault(value, None)
-    return list(out)
+                before = i - 1 - (i >= 1 and language.is_article(words[i - 1]))
+                after = i + 1 + (i + 1 < len(words) and language.is_article(words[i + 1]))
+                unit = i + 1 < len(words) and language.time_unit(words[i + 1]) is not None
+                if cue(before) or cue(after) or (timed and unit):
+                    out.add(found[0][0])
+    return out
+
+
+def unclaimed(
+    props: dict[str, Any], arguments: dict[str, Any], text: str, language: Language, descriptions: dict[str, str]
+) -> dict[str, float | int]:
+    """The one numeric property ``arguments`` left unset, with the one amount ``text`` writes that it may take
+    and no argument holds (a number argument's value, or a number written in a string argument); nothing when
+    either is not one (see the module docstring)."""
+    held: set[float] = set()
+    for value in arguments.values():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            held.add(float(value))
+        elif isinstance(value, str):
+            held.update(number for number, _ in language.quantities(value))
+    left = {
+        name: [v for v in values if float(v) not in held]
+        for name, values in owned(props, [text], language, descriptions).items()
+        if name not in arguments
+    }
+    left = {name: values for name, values in left.items() if values}
+    if len(left) != 1:
+        return {}
+    ((name, values),) = left.items()
+    return {name: values[0]} if len(values) == 1 else {}
 
 
 def numeric(prop: Any) -> bool:
@@ -70,4 +155,4 @@ def within(prop: dict[str, Any], value: float) -> bool:
     return (not isinstance(low, (int, float)) or value >= low) and (not isinstance(high, (int, float)) or value <= high)
 
 
-__all__ = ["amounts", "is_amount", "numeric", "unit_of", "within"]
+__all__ = ["amounts", "is_amount", "numeric", "owned", "unclaimed", "unit_of", "within"]

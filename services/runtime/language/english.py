@@ -118,6 +118,27 @@ _SHORTEST_VALUE_WORD = 3
 _STEM, _STEM_TAIL = 4, 3
 
 
+#: A choice written as a count and a period's first letters ("6m", "1y", "30d"): a lookback or a window.
+_PERIOD_CODE = re.compile(r"(\d+)([a-z]{1,3})")
+#: The periods such a code abbreviates, singular; "6m" is six of a period whose word starts with "m".
+_PERIODS = ("minute", "hour", "day", "week", "month", "quarter", "year")
+#: Words before a period that count one of it: "the past year", "last month", "a week".
+_ONE_PERIOD = frozenset(["a", "an", "one", "past", "last", "this", "per"])
+
+
+def _writes_period(text: str, count: int, letters: str) -> bool:
+    """Whether ``text`` writes ``count`` of a period whose word starts with ``letters`` ("the last 6 months" for
+    "6m", "over the past year" for "1y")."""
+    tokens = _NUMBER_OR_WORD.findall(words_to_digits(text.lower()))
+    for i, token in enumerate(tokens[1:], 1):
+        period = token[:-1] if token.endswith("s") and token[:-1] in _PERIODS else token
+        if period in _PERIODS and period.startswith(letters):
+            before = tokens[i - 1]
+            if (before.isdigit() and int(before) == count) or (count == 1 and before in _ONE_PERIOD):
+                return True
+    return False
+
+
 def _one_stem(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` are the same word or one stem (``_STEM``, ``_STEM_TAIL``)."""
     shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -358,7 +379,11 @@ class English:
         each of the value's content words stands in the text as written or as the same stem ("edit" for
         "editor", "cycle" for "cycling", "slide deck" for "slides"); a word with a digit only as written, whole
         ("sev1" is not "sev2"). A value with a letters-only word of under three letters ("fr") or with no content
-        word is never read as written: such words say too little."""
+        word is never read as written: such words say too little. A count and a period's first letters ("6m",
+        "1y") is written as such too: as that count of the period ("the last 6 months", "the past year")."""
+        period = _PERIOD_CODE.fullmatch(value.lower())
+        if period is not None and _writes_period(text, int(period[1]), period[2]):
+            return True
         wanted = [w for w in _ALNUM.findall(value.lower().replace("_", " ")) if w not in STOP_WORDS]
         letters = [w for w in wanted if w.isalpha()]
         if not wanted or any(len(w) < _SHORTEST_VALUE_WORD for w in letters):
