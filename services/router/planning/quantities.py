@@ -4,7 +4,9 @@ A tool described only shows the fill no example call, and the 135M model
 wrote numbers the user never meant: ``duration_minutes: 2026`` (the year of
 "free for an hour on 2026-02-17"), ``since_minutes: 2`` for "the last 2
 hours", and picked the amount for a name (``base: "2500"`` for "2500 euros").
-Three facts:
+It also wrote one amount in two properties (``guests: 200`` for "nothing
+over 200 a night") and left out amounts it was shown no example of. Five
+facts:
 
 - An amount is a number written on its own (``Language.quantities``): not a
   piece of a date, a time, a version or an id.
@@ -25,9 +27,12 @@ Three facts:
   property left with no amount is left out of the fill when it is optional.
 - An amount the fill put in no argument is lost to the user: when one
   numeric property is left unset and one amount the message writes is held
-  by no argument and fits it, it is that property's (``unclaimed``: "for 500
-  euros" is the conversion's ``amount``, "from the past 30 minutes"
-  ``since_minutes``, which the 135M model, shown no example call, left out).
+  by no argument and fits it, it is that property's (``unclaimed``: "for 3
+  people" is ``guests``, "worth 50000 or more" ``min_amount``).
+
+Over the spent blind sets 2-14's 620 one-tool asks, each filled for its right
+tool (``evals.fill_alone``'s code): 395 -> 407 exact with the last two, none
+broken.
 
 The implied copy (``copying.implied_copy``) offers a numeric property only
 these values (an integer property the whole ones); grounding
