@@ -35,7 +35,6 @@ from services.runtime.language import ENGLISH, Language
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
 #: ``Cards.negative_owner`` of a capability ask (``no_tool_examples.CAPABILITY_ASKS``).
 CAPABILITY = -2
 
@@ -235,7 +234,8 @@ class CardIndex:
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
             words, action = self.language.content_words(text), self.language.action(ask)
             per_tool += self._word_score(words, action, cards.described, cards.words)
-            against = (cards.words.agreement(action) < 0) & cards.described if cards.words else cards.described & False
+            verbs = cards.words.agreement(action) if cards.words else np.zeros(len(cards.tools), dtype=np.float32)
+            against = (verbs < 0) & cards.described
             out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words, against))
         return out
 
