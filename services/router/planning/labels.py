@@ -63,12 +63,7 @@ def labelled(
     """Per property, those of its options (``offered``) written right beside a word of its name or of its
     description's heading (``descriptions``: ``heading``) in a clause of a source (see the module docstring); a
     property with none is left out."""
-    texts = [
-        words
-        for source in sources
-        for clause in language.span_clauses(source)
-        if (words := [w for w in (whole(w) for w in clause.split()) if w])
-    ]
+    texts = clause_words(sources, language)
     out: dict[str, list[str]] = {}
     for name, options in offered.items():
         cues = language.content_words(name_words(name)) | heading(descriptions.get(name, ""), language)
@@ -80,6 +75,17 @@ def labelled(
         if found:
             out[name] = found
     return out
+
+
+def clause_words(sources: Sequence[str], language: Language) -> list[list[str]]:
+    """Each clause of each source that holds a word, as its words with their edge punctuation off: where a label
+    is read, for a span (``labelled``) and for an amount (``quantities.owned``)."""
+    return [
+        words
+        for source in sources
+        for clause in language.span_clauses(source)
+        if (words := [w for w in (whole(w) for w in clause.split()) if w])
+    ]
 
 
 def _beside(option: str, cues: frozenset[str], texts: Sequence[Sequence[str]], language: Language) -> bool:
@@ -152,4 +158,4 @@ def _names_something(span: str, language: Language) -> bool:
     return bool(language.content_words(words[0])) and bool(language.content_words(words[-1]))
 
 
-__all__ = ["descriptions", "heading", "labelled", "labelled_values", "one_owner"]
+__all__ = ["clause_words", "descriptions", "heading", "labelled", "labelled_values", "one_owner"]

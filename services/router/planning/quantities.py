@@ -46,8 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.router.planning.cards import name_words
-from services.router.planning.labels import heading
-from services.router.planning.spans import whole
+from services.router.planning.labels import clause_words, heading
 from services.runtime.language import Language
 from services.runtime.time_units import in_unit
 
@@ -101,22 +100,20 @@ def _labelled(name: str, description: str, sources: Sequence[str], language: Lan
     cues = language.content_words(name_words(name)) | heading(description, language)
     timed = unit_of(name, language) is not None
     out = set()
-    for source in sources:
-        for clause in language.span_clauses(source):
-            words = [w for w in (whole(w) for w in clause.split()) if w]
+    for words in clause_words(sources, language):
 
-            def cue(j: int, words: list[str] = words) -> bool:
-                return 0 <= j < len(words) and bool(language.content_words(words[j]) & cues)
+        def cue(j: int, words: list[str] = words) -> bool:
+            return 0 <= j < len(words) and bool(language.content_words(words[j]) & cues)
 
-            for i, word in enumerate(words):
-                found = language.quantities(word)
-                if len(found) != 1:
-                    continue
-                before = i - 1 - (i >= 1 and language.is_article(words[i - 1]))
-                after = i + 1 + (i + 1 < len(words) and language.is_article(words[i + 1]))
-                unit = i + 1 < len(words) and language.time_unit(words[i + 1]) is not None
-                if cue(before) or cue(after) or (timed and unit):
-                    out.add(found[0][0])
+        for i, word in enumerate(words):
+            found = language.quantities(word)
+            if len(found) != 1:
+                continue
+            before = i - 1 - (i >= 1 and language.is_article(words[i - 1]))
+            after = i + 1 + (i + 1 < len(words) and language.is_article(words[i + 1]))
+            unit = i + 1 < len(words) and language.time_unit(words[i + 1]) is not None
+            if cue(before) or cue(after) or (timed and unit):
+                out.add(found[0][0])
     return out
 
 
