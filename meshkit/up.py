@@ -31,11 +31,20 @@ BENCH_ENV = {
 }
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on right now (the OS picks it), and never one this process was given before:
+    the OS may hand a just-closed port out again, and two services given one port collide (CI saw the gateway and
+    the inference service both on one)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 @dataclass(frozen=True)

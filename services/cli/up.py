@@ -95,6 +95,22 @@ def plan(args: argparse.Namespace) -> list[Proc]:
     return procs
 
 
+def port_clash(procs: list[Proc], http_port: int) -> str | None:
+    """Two listeners given one port, said as flags; None when every port is its own. Checked before any start: a
+    second server on a taken port fails, but the health probe for it reaches the first and reads SERVING."""
+    taken: dict[int, str] = {}
+    listeners = [(f"{p.name} port", p.port) for p in procs]
+    listeners += [(f"{p.name} metrics port", int(p.args[p.args.index("--metrics-port") + 1])) for p in procs]
+    listeners += [("gateway HTTP port", http_port)]
+    for name, port in listeners:
+        if port <= 0:
+            continue
+        if port in taken:
+            return f"the {taken[port]} and the {name} are both {port}"
+        taken[port] = name
+    return None
+
+
 async def _pump(proc: Proc, width: int) -> None:
     assert proc.process is not None and proc.process.stdout is not None
     prefix = f"{proc.colour}{proc.name:<{width}}{RESET} | " if sys.stdout.isatty() else f"{proc.name:<{width}} | "
@@ -105,6 +121,9 @@ async def _pump(proc: Proc, width: int) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     procs = plan(args)
+    if clash := port_clash(procs, args.gateway_http_port):
+        print(f"agentmesh up: {clash}; give each service its own port", file=sys.stderr)
+        return 2
     width = max(len(p.name) for p in procs)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
