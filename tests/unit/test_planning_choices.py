@@ -9,6 +9,7 @@ import pytest
 from services.router.planning.choices import written_choices
 from services.router.planning.copying import copy_constrained
 from services.router.planning.formats import complete
+from services.router.planning.grounding import ground
 from services.runtime.language import ENGLISH
 
 DEALS = json.dumps(
@@ -101,3 +102,66 @@ def test_a_switch_whose_name_is_written_is_turned_on(name: str, tool: str, text:
     assert complete(schema, {name: False}, text, tool)[name] is False  # what the fill wrote stands
     on_by_default = json.dumps({"type": "object", "properties": {name: {"type": "boolean", "default": True}}})
     assert name not in complete(on_by_default, {}, text, tool)
+
+
+_RATE = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "base": {"type": "string", "description": "Currency to convert from, ISO 4217 code such as EUR."},
+            "target": {"type": "string", "description": "Currency to convert to, ISO 4217 code."},
+            "amount": {"type": "number", "description": "Amount in the base currency."},
+        },
+        "required": ["base", "target"],
+    }
+)
+_EXPENSE = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "number"},
+            "currency": {"type": "string", "description": "ISO currency code; defaults to the home currency."},
+            "note": {"type": "string", "description": "What it was for."},
+        },
+        "required": ["amount"],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("how many yen would I get for 500 euros?", ["JPY", "EUR"]),
+        ("convert 100 bucks to Swiss francs", ["USD", "CHF"]),
+        ("£40 in $", ["GBP", "USD"]),
+        ("what's the usd to CHF rate", ["USD", "CHF"]),
+        ("try 10 TRY in EUR", ["TRY", "EUR"]),
+        ("Try it again", []),
+        ("the words say nothing of money", []),
+    ],
+)
+def test_currencies_are_read_as_their_codes(text: str, codes: list[str]) -> None:
+    assert ENGLISH.currency_codes(text) == codes
+
+
+def test_a_property_that_takes_a_currency_code_is_offered_the_codes_named() -> None:
+    props = json.loads(written_choices(_RATE, ["how many yen would I get for 500 euros?"], ENGLISH))["properties"]
+    assert props["base"]["enum"] == props["target"]["enum"] == ["JPY", "EUR"]
+    assert "enum" not in props["amount"]
+    # One currency named for a 'from' and a 'to': neither is said, so neither is narrowed.
+    assert json.loads(written_choices(_RATE, ["what's the euro doing today?"], ENGLISH)) == json.loads(_RATE)
+    assert "enum" not in json.loads(written_choices(_EXPENSE, ["log 18 for lunch"], ENGLISH))["properties"]["currency"]
+
+
+def test_the_completion_sets_the_one_currency_and_keeps_two_properties_apart() -> None:
+    assert complete(_EXPENSE, {"amount": 42.5}, "Log 42.50 euros for the taxi")["currency"] == "EUR"
+    filled = complete(_RATE, {"base": "EUR", "target": "EUR", "amount": 500}, "how many yen for 500 euros?")
+    assert (filled["base"], filled["target"]) == ("EUR", "JPY")
+    # Two different codes are the model's pick and stay as written.
+    filled = complete(_RATE, {"base": "CAD", "target": "GBP"}, "250 GBP in CAD")
+    assert (filled["base"], filled["target"]) == ("CAD", "GBP")
+
+
+def test_a_code_is_grounded_by_the_currency_named() -> None:
+    assert ground({"base": "EUR", "target": "JPY"}, _RATE, "how many yen for 500 euros?").arguments is not None
+    assert ground({"base": "EUR", "target": "GBP"}, _RATE, "how many yen for 500 euros?").arguments is None

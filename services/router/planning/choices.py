@@ -66,7 +66,26 @@ def written_choices(schema_json: str, sources: Sequence[str], language: Language
             continue
         props[name] = {**prop, "enum": found}
         changed = True
+    for name, codes in coded(props, sources, language).items():
+        props[name] = {**props[name], "enum": codes}
+        changed = True
     return json.dumps(schema) if changed else schema_json
+
+
+def coded(props: dict[str, Any], sources: Sequence[str], language: Language) -> dict[str, list[str]]:
+    """Each free string property that takes a currency's code, with the codes of the currencies the sources name
+    (in the order first named); none when they name fewer currencies than there are such properties (one
+    currency for a 'from' and a 'to' says neither)."""
+    takes = [
+        name
+        for name, prop in props.items()
+        if isinstance(prop, dict)
+        and prop.get("type") == "string"
+        and not {"enum", "const"} & set(prop)
+        and language.takes_currency_code(f"{name_words(name)} {prop.get('description', '')}")
+    ]
+    codes = list(dict.fromkeys(code for source in sources for code in language.currency_codes(source)))
+    return {name: codes for name in takes} if takes and len(codes) >= len(takes) else {}
 
 
 def switched(name: str, prop: Any, sources: Sequence[str], language: Language, tool_name: str = "") -> bool:
@@ -88,4 +107,20 @@ def switched(name: str, prop: Any, sources: Sequence[str], language: Language, t
     return any(phrase in f" {' '.join(_WORD.findall(source.lower()))} " for source in sources)
 
 
-__all__ = ["switched", "written", "written_choices"]
+def apart(codes_of: dict[str, list[str]], arguments: dict[str, Any]) -> dict[str, str]:
+    """The code properties (``coded``'s, in schema order) whose value an earlier one holds, each given the first
+    named code that no argument holds; empty when none repeats or no named code is left."""
+    held = [arguments.get(name) for name in codes_of]
+    changed: dict[str, str] = {}
+    seen: set[object] = set()
+    for name, codes in codes_of.items():
+        value = arguments.get(name)
+        if value in seen:
+            left = [c for c in codes if c not in held and c not in changed.values()]
+            if left:
+                changed[name] = left[0]
+        seen.add(value)
+    return changed
+
+
+__all__ = ["apart", "coded", "switched", "written", "written_choices"]

@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from services.router.planning.choices import switched, written
+from services.router.planning.choices import apart, coded, switched, written
 from services.router.planning.labels import descriptions, labelled_values
 from services.router.planning.notation import SHAPES, noted, values_in
 from services.router.planning.quantities import unclaimed
@@ -93,6 +93,11 @@ def complete(schema_json: str, arguments: dict[str, Any], text: str, tool_name: 
         left = [v for v in values_in(format_name, text) if v not in taken]
         if len(unset) == 1 and len(left) == 1:
             out[unset[0]] = left[0]
+    codes_of = coded(props, [text], ENGLISH)
+    for name, codes in codes_of.items():  # "42.50 in euros": the currency's code
+        if len(codes) == 1:
+            out[name] = codes[0]
+    out.update(apart(codes_of, out))  # a rate from EUR to EUR: the second is the other currency named
     for name, prop in props.items():
         named = written(prop, [text], ENGLISH, tool_name)  # a value of its own list written (``choices.py``)
         if len(named) == 1:

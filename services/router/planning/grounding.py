@@ -90,8 +90,9 @@ def _properties(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _said(sources: Sequence[str], language: Language) -> frozenset[str]:
-    """The content words of the conversation."""
-    return frozenset().union(*(language.content_words(s) for s in sources))
+    """The content words of the conversation, and the codes of the currencies it names ("euros" says EUR)."""
+    codes = {code.lower() for s in sources for code in language.currency_codes(s)}
+    return frozenset().union(codes, *(language.content_words(s) for s in sources))
 
 
 def declared_constants(schema_json: str, *sources: str, language: Language = ENGLISH) -> frozenset[float]:

@@ -70,6 +70,10 @@ class Language(Protocol):
 
     def number_values(self, text: str) -> list[float]: ...
 
+    def currency_codes(self, text: str) -> list[str]: ...
+
+    def takes_currency_code(self, text: str) -> bool: ...
+
 
 LANGUAGES: dict[str, Language] = {"en": English()}
 

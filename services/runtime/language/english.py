@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+from services.runtime.language.currencies import currency_codes, takes_currency_code
 from services.runtime.numbers import NUMBER_TOKEN, WRITTEN_NUMBER, worded_numbers, words_to_digits
 
 # ------------------------------------------------------------------------------------------ content words
@@ -442,6 +443,15 @@ class English:
     def number_values(self, text: str) -> list[float]:
         """The absolute values of the numbers written in digits in ``text`` (an expression, an argument)."""
         return [abs(float(m.group(0).rstrip("%").replace(",", ""))) for m in WRITTEN_NUMBER.finditer(text)]
+
+    def currency_codes(self, text: str) -> list[str]:
+        """The ISO 4217 codes of the currencies ``text`` names, by name, sign or code ("500 euros in yen": EUR,
+        JPY); the table is ``currencies.py``."""
+        return currency_codes(text)
+
+    def takes_currency_code(self, text: str) -> bool:
+        """Whether a property's name and description say it takes a currency's code ("ISO 4217 code")."""
+        return takes_currency_code(text)
 
 
 @functools.cache
