@@ -369,3 +369,34 @@ def test_a_count_and_a_periods_first_letters_is_written_as_that_count_of_the_per
     text: str, value: str, written: bool
 ) -> None:
     assert ENGLISH.mentions(text, value) is written
+
+
+def test_another_form_of_a_propertys_name_labels_the_span_after_it_across_a_glue_word() -> None:
+    tickets = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Free-text search."},
+                "assignee": {"type": "string", "description": "Username the issues are assigned to."},
+                "project": {"type": "string", "description": "Project key."},
+            },
+        }
+    )
+    props = json.loads(copy_constrained(tickets, "which tickets assigned to mkowalski are open?", implied=True))
+    assert props["properties"]["assignee"]["enum"] == ["mkowalski"]
+    # The name itself before a glue word labels nothing: "project for" is no label of what follows.
+    props = json.loads(copy_constrained(tickets, "the project for mkowalski", implied=True))["properties"]
+    assert props["project"]["enum"] == props["query"]["enum"]
+    # A form of a word that names two properties labels neither ("checking in": check_in or check_out?).
+    stay = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "check_in": {"type": "string", "format": "date"},
+                "check_out": {"type": "string", "format": "date"},
+            },
+        }
+    )
+    props = json.loads(copy_constrained(stay, "Edinburgh, checking in 2027-03-05 and out 2027-03-08", implied=True))
+    assert props["properties"]["check_out"]["enum"] == ["2027-03-05", "2027-03-08"]
