@@ -445,6 +445,10 @@ async def test_a_knowledge_question_near_a_tool_is_left_to_the_model() -> None:
     assert (await s.select("weather forecast rain in Oslo")).tools == ("weather",)
     held = await s.select("why is the weather forecast for rain in Oslo so often wrong?")
     assert held.decision is Decision.AMBIGUOUS and held.candidates[0] == "weather"
+    # Asked anywhere in the message, the concept holds for each clause: split at "and", the second one alone
+    # reads as the tool's ask.
+    held = await s.select("what's the difference between a storm watch and weather forecast rain in Oslo?")
+    assert held.decision is Decision.AMBIGUOUS and "weather" in held.candidates
 
 
 async def test_a_described_tool_over_its_own_reject_keeps_a_text_open_under_a_nearer_tool() -> None:

@@ -21,7 +21,10 @@ margin, the model only for the band):
   ``margin``. Anything else is *ambiguous*.
 - A question about a concept (``Language.asks_knowledge``: "why do airlines
   overbook flights?") is never chosen on nearness alone: its topic words are
-  what brought it near a tool, so it goes to the band. Nor is a text whose
+  what brought it near a tool, so it goes to the band; asked anywhere in the
+  message, it holds for every clause of it (split at "and", the difference
+  between "a tornado watch" and "a tornado warning" left a clause that read
+  as an alert's ask: 11 of the spent sets' turns decided wrong). Nor is a text whose
   opening verb contradicts what a described tool's name does (a question
   reads; ``create_ticket`` creates): the band weighs that.
 - Several asks. The message's clauses (the language splits them) are decided
@@ -78,7 +81,10 @@ class SimilarityJudge:
             return Verdict(Decision.NONE, by=self.name)
         parts = list(ask.clauses)
         texts = list(ask.scored)
-        verdicts = [self._decide(cards, t, index.language.asks_knowledge(t.text)) for t in texts]
+        # A concept asked about anywhere in the message holds for its clauses: "the difference between a tornado
+        # watch | and a tornado warning" is split at "and", and its second clause alone reads as an alert's ask.
+        asked = index.language.asks_knowledge(ask.message)
+        verdicts = [self._decide(cards, t, asked or index.language.asks_knowledge(t.text)) for t in texts]
         whole = verdicts[0]
         clause_verdicts = verdicts[1 : 1 + len(parts)]
         if ask.follow_up and verdicts[-1].decision is Decision.TOOLS and self._open(whole):
