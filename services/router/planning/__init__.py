@@ -17,8 +17,8 @@ Beside the walk: ``settings.py`` (thresholds and the chain, validated once),
 ``notation.py`` (the shapes a description or its examples give: "HH:MM",
 "owner/name", "e.g. 'LH 401'", one code word for an ``order_id``; a span of
 another property's is no option),
-``choices.py`` (a value of a property's own list that the user wrote, and a
-switch whose name is written),
+``choices.py`` (a value of a property's own list that the user wrote, a
+switch whose name is written, and the code of a currency named),
 ``labels.py`` (a value written beside a property's name, or beside the words
 that open its description, is that property's),
 ``quantities.py`` (the amounts a numeric property takes, in the unit its name
