@@ -144,6 +144,20 @@ def test_currencies_are_read_as_their_codes(text: str, codes: list[str]) -> None
     assert ENGLISH.currency_codes(text) == codes
 
 
+@pytest.mark.parametrize(
+    ("text", "takes"),
+    [
+        ("base Currency to convert from, ISO 4217 code such as EUR.", True),
+        ("currency ISO currency code; defaults to the home currency.", True),
+        ("currency code Three-letter code.", True),
+        ("promo code A promo code, applied in the user's currency.", False),
+        ("currency Currency.", False),
+    ],
+)
+def test_a_property_takes_a_currency_code_when_it_says_so(text: str, takes: bool) -> None:
+    assert ENGLISH.takes_currency_code(text) is takes
+
+
 def test_a_property_that_takes_a_currency_code_is_offered_the_codes_named() -> None:
     props = json.loads(written_choices(_RATE, ["how many yen would I get for 500 euros?"], ENGLISH))["properties"]
     assert props["base"]["enum"] == props["target"]["enum"] == ["JPY", "EUR"]

@@ -67,8 +67,9 @@ def _pattern() -> re.Pattern[str]:
 
 _CURRENCY = _pattern()
 _CODE_OF = {w: code for code, names in _WRITTEN.items() for w in names}
-#: A property's name or description that says it takes a currency's code: "ISO 4217", or "currency" with "code".
-_TAKES_CODE = re.compile(r"\b(?:iso\s*4217\b|(?=.*\bcurrenc(?:y|ies)\b).*\bcodes?\b)", re.IGNORECASE | re.DOTALL)
+#: A property's name or description that says it takes a currency's code: "ISO 4217", or "currency code" as a
+#: phrase ("a promo code, in the user's currency" takes none).
+_TAKES_CODE = re.compile(r"\b(?:iso\s*4217|currenc(?:y|ies)\s+codes?)\b", re.IGNORECASE)
 
 
 def currency_codes(text: str) -> list[str]:
