@@ -28,6 +28,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentmesh.common.v1 import common_pb2
 
@@ -38,6 +39,12 @@ _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 def name_words(name: str) -> str:
     """``create_ticket`` → "create ticket"; ``calendar__listEvents`` → "calendar list events"."""
     return " ".join(p.lower() for p in _NAME_PARTS.findall(name))
+
+
+def property_text(name: str, prop: dict[str, Any]) -> str:
+    """A property's name read as words, then its description: what the language reads a property's kind from
+    (whether it takes a time, a currency's code)."""
+    return f"{name_words(name)} {prop.get('description', '')}"
 
 
 def parameter_text(spec: common_pb2.ToolSpec) -> str:

@@ -34,7 +34,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from services.router.planning.cards import name_words
+from services.router.planning.cards import name_words, property_text
 from services.runtime.language import Language
 
 #: A word, letters and digits, in any script: what a property's name is matched against as a phrase.
@@ -82,7 +82,7 @@ def coded(props: dict[str, Any], sources: Sequence[str], language: Language) -> 
         if isinstance(prop, dict)
         and prop.get("type") == "string"
         and not {"enum", "const"} & set(prop)
-        and language.takes_currency_code(f"{name_words(name)} {prop.get('description', '')}")
+        and language.takes_currency_code(property_text(name, prop))
     ]
     codes = list(dict.fromkeys(code for source in sources for code in language.currency_codes(source)))
     return {name: codes for name in takes} if takes and len(codes) >= len(takes) else {}

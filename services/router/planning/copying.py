@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from services.router.planning.cards import name_words
+from services.router.planning.cards import name_words, property_text
 from services.router.planning.choices import written_choices
 from services.router.planning.formats import listed, shaped
 from services.router.planning.grounding import constants_for, number_pattern
@@ -157,7 +157,7 @@ def implied_copy(schema_json: str, sources: Sequence[str], tool_name: str = "") 
         else:
             fitting = preferred(prop, [o for o in options if fits(prop, True, o)], name)
         unlikely = misplaced | claimed(props, name, fitting)  # another property's list value, format or shape
-        unlikely |= set() if ENGLISH.about_time(f"{name_words(name)} {prop.get('description', '')}") else times
+        unlikely |= set() if ENGLISH.about_time(property_text(name, prop)) else times
         fitting = [o for o in fitting if o not in unlikely] or fitting
         if fitting:
             offered[name] = fitting

@@ -71,25 +71,41 @@ def labelled(
     description's heading (``descriptions``: ``heading``) in a clause of a source (see the module docstring); a
     property with none is left out."""
     texts = clause_words(sources, language)
-    cues_of = {
-        name: language.content_words(name_words(name)) | heading(descriptions.get(name, ""), language)
-        for name in offered
-    }
+    cues_of = {name: cues(name, descriptions.get(name, ""), language) for name in offered}
     out: dict[str, list[str]] = {}
     for name, options in offered.items():
-        cues = cues_of[name]
-        if not cues:
+        mine = cues_of[name]
+        if not mine:
             continue
         # A form of a word that names two properties labels neither ("checking in": check_in or check_out?).
-        forms = cues - {c for other, theirs in cues_of.items() if other != name for c in theirs}
+        forms = mine - {c for other, theirs in cues_of.items() if other != name for c in theirs}
         found = [
-            o for o in options if not language.content_words(o) & cues and _beside(o, cues, forms, texts, language)
+            o for o in options if not language.content_words(o) & mine and _beside(o, mine, forms, texts, language)
         ]
         # The value nearest the label: "to my Personal list" labels "Personal", not "Leo to my Personal".
         found = [o for o in found if not any(inside(p, o) for p in found)]
         if found:
             out[name] = found
     return out
+
+
+def cues(name: str, description: str, language: Language) -> frozenset[str]:
+    """The words that label a value of property ``name``: its name's content words and its description's
+    ``heading``; read for a span (``labelled``) and for an amount (``quantities.owned``)."""
+    return language.content_words(name_words(name)) | heading(description, language)
+
+
+def at_cue(words: Sequence[str], j: int, cue_words: frozenset[str], language: Language) -> bool:
+    """Whether ``words[j]`` exists and is a label: one of its content words is in ``cue_words``."""
+    return 0 <= j < len(words) and bool(language.content_words(words[j]) & cue_words)
+
+
+def around(words: Sequence[str], i: int, n: int, language: Language) -> tuple[int, int]:
+    """The indices of the words right before and right after the ``n`` words at ``i``, an article between them
+    skipped ("the database team": the label after "database" is "team"; "a 3 of us" aside)."""
+    before = i - 1 - (i >= 1 and language.is_article(words[i - 1]))
+    after = i + n + (i + n < len(words) and language.is_article(words[i + n]))
+    return before, after
 
 
 def clause_words(sources: Sequence[str], language: Language) -> list[list[str]]:
@@ -114,7 +130,7 @@ def _beside(
     n = len(words)
 
     def cue(j: int) -> bool:
-        return 0 <= j < len(text) and bool(language.content_words(text[j]) & cues)
+        return at_cue(text, j, cues, language)
 
     def form(j: int) -> bool:  # another form of a cue word: "assigned" of ``assignee``, "located" of ``location``
         return 0 <= j < len(text) and not cue(j) and any(language.mentions(text[j], c) for c in forms)
@@ -126,8 +142,7 @@ def _beside(
         for i in range(len(text) - n + 1):
             if text[i : i + n] != words:
                 continue
-            before = i - 1 - (i >= 1 and language.is_article(text[i - 1]))
-            after = i + n + (i + n < len(text) and language.is_article(text[i + n]))
+            before, after = around(text, i, n, language)
             # Before a cue, the span follows a function word: a clause's first words are its verb ("page the
             # database team", "tell project QA"), not a name.
             opens = i >= 1 and not language.content_words(text[i - 1])
@@ -183,4 +198,14 @@ def _names_something(span: str, language: Language) -> bool:
     return bool(language.content_words(words[0])) and bool(language.content_words(words[-1]))
 
 
-__all__ = ["clause_words", "descriptions", "heading", "labelled", "labelled_values", "one_owner"]
+__all__ = [
+    "around",
+    "at_cue",
+    "clause_words",
+    "cues",
+    "descriptions",
+    "heading",
+    "labelled",
+    "labelled_values",
+    "one_owner",
+]

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.router.planning.cards import name_words
-from services.router.planning.labels import clause_words, heading
+from services.router.planning.labels import around, at_cue, clause_words, cues
 from services.runtime.language import Language
 from services.runtime.time_units import in_unit
 
@@ -97,22 +97,17 @@ def owned(
 def _labelled(name: str, description: str, sources: Sequence[str], language: Language) -> set[float]:
     """The numbers the sources write right before or after (an article aside) a word of property ``name``'s name
     or its description's heading, or right before a time unit when the name names one ("30 minutes")."""
-    cues = language.content_words(name_words(name)) | heading(description, language)
+    labels = cues(name, description, language)
     timed = unit_of(name, language) is not None
     out = set()
     for words in clause_words(sources, language):
-
-        def cue(j: int, words: list[str] = words) -> bool:
-            return 0 <= j < len(words) and bool(language.content_words(words[j]) & cues)
-
         for i, word in enumerate(words):
             found = language.quantities(word)
             if len(found) != 1:
                 continue
-            before = i - 1 - (i >= 1 and language.is_article(words[i - 1]))
-            after = i + 1 + (i + 1 < len(words) and language.is_article(words[i + 1]))
+            before, after = around(words, i, 1, language)
             unit = i + 1 < len(words) and language.time_unit(words[i + 1]) is not None
-            if cue(before) or cue(after) or (timed and unit):
+            if at_cue(words, before, labels, language) or at_cue(words, after, labels, language) or (timed and unit):
                 out.add(found[0][0])
     return out
 
