@@ -52,36 +52,42 @@ _WRITTEN: dict[str, tuple[str, ...]] = {
 _WORD_CODES = frozenset({"TRY"})
 
 
-def _pattern() -> re.Pattern[str]:
-    """One alternation of every code and writing, longest first (so "swiss francs" wins over "francs"); a
-    written name stands between non-letters, a sign anywhere ("€40", "40€")."""
-    writings = {w for names in _WRITTEN.values() for w in names} | {c.lower() for c in _WRITTEN}
-    parts = []
-    for w in sorted(writings, key=len, reverse=True):
-        escaped = re.escape(w).replace(r"\ ", r"\s+")
-        before = r"(?<![^\W\d_])" if w[0].isalpha() else ""
-        after = r"(?![^\W\d_])" if w[-1].isalpha() else ""
-        parts.append(f"{before}{escaped}{after}")
-    return re.compile("|".join(parts), re.IGNORECASE)
+#: A text's tokens as the table writes them: a writing of letters and a sign ("us$", "c$", not "abc$"), a word of
+#: letters, or a sign.
+_SIGNED = sorted(
+    (w for names in _WRITTEN.values() for w in names if len(w) > 1 and not w[-1].isalpha()), key=len, reverse=True
+)
+_TOKEN = re.compile("|".join(rf"(?<![^\W\d_]){re.escape(w)}" for w in _SIGNED) + r"|[^\W\d_]+|[^\w\s]", re.IGNORECASE)
+#: Each writing (lower case, words one space apart) and each code (lower case), with its code.
+_CODE_OF = {w: code for code, names in _WRITTEN.items() for w in names} | {c.lower(): c for c in _WRITTEN}
+#: The most tokens a writing has ("south african rand").
+_LONGEST = max(len(_TOKEN.findall(w)) for w in _CODE_OF)
 
-
-_CURRENCY = _pattern()
-_CODE_OF = {w: code for code, names in _WRITTEN.items() for w in names}
 #: A property's name or description that says it takes a currency's code: "ISO 4217", or "currency code" as a
 #: phrase ("a promo code, in the user's currency" takes none).
 _TAKES_CODE = re.compile(r"\b(?:iso\s*4217|currenc(?:y|ies)\s+codes?)\b", re.IGNORECASE)
 
 
 def currency_codes(text: str) -> list[str]:
-    """The codes of the currencies ``text`` names, in the order first named ("500 euros in yen": EUR, JPY)."""
+    """The codes of the currencies ``text`` names, in the order first named ("500 euros in yen": EUR, JPY): its
+    tokens read left to right, the longest writing first ("swiss francs" before "francs"). A dictionary lookup
+    per token, not one pattern of every writing: grounding reads every filled call's conversation."""
+    tokens = _TOKEN.findall(text)
     found: list[str] = []
-    for match in _CURRENCY.finditer(text):
-        written = " ".join(match[0].split())
-        code = written.upper() if written.upper() in _WRITTEN else _CODE_OF.get(written.lower())
-        if code is None or (code in _WORD_CODES and written.upper() == code and written != code):
-            continue  # "try", "Try": the word, not the code
-        if code not in found:
-            found.append(code)
+    i = 0
+    while i < len(tokens):
+        for n in range(min(_LONGEST, len(tokens) - i), 0, -1):
+            written = " ".join(tokens[i : i + n])
+            code = _CODE_OF.get(written.lower())
+            if code is None:
+                continue
+            if code in _WORD_CODES and written.upper() == code and written != code:
+                continue  # "try", "Try": the word, not the code
+            if code not in found:
+                found.append(code)
+            i += n - 1
+            break
+        i += 1
     return found
 
 
