@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any, cast
 
 import numpy as np
@@ -13,7 +15,8 @@ from agentmesh.common.v1 import common_pb2
 from services.router.planning.card_classifier import CardClassifier
 from services.router.planning.embedding import Vectors
 from services.router.planning.inputs import PlanInput
-from services.router.planning.judges import Decision
+from services.router.planning.judges import Ask, Decision, Verdict
+from services.router.planning.judges.classifier import ClassifierJudge
 from services.router.planning.settings import SelectorSettings
 from services.router.turn.progress import TurnCounters
 from services.tools.builtin import clock
@@ -104,3 +107,27 @@ async def test_an_unsure_or_off_verdict_leaves_the_band_to_the_generation(
     planner = cast(Any, _judged(judged, confidence))
     with pytest.raises(AssertionError, match="no generation expected"):
         await planner.plan(specs, ASK, TurnCounters())
+
+
+def _ask_with_words(words: frozenset[str]) -> Ask:
+    """An ask whose one scored text has the ask words ``words``, over a clock with intent word "time" and a tool
+    with no intent words."""
+    names = ["clock", "plain"]
+    cards = SimpleNamespace(tools=names, intents=[frozenset({"time"}), frozenset()], index=names.index)
+    index = SimpleNamespace(cards=cards)
+    return Ask(ASK, [], TurnCounters(), cast(Any, index), (cast(Any, SimpleNamespace(words=words)),))
+
+
+async def test_a_confident_tool_verdict_needs_one_of_the_tools_intent_words() -> None:
+    """The classifier reads the same vectors as the card scores: it is no second judge of a tool the message
+    shares no intent word with ("is BA 287 on time?" is not a clock's ask for its "time"; "book it for those dates"
+    has no word of one), so that band goes on to the generation."""
+    judge = ClassifierJudge(SelectorSettings(band_confidence=0.75))
+    verdict = Verdict(Decision.AMBIGUOUS, candidates=("clock", "plain"), judged=("clock", 0.95))
+    assert await judge.judge(_ask_with_words(frozenset({"flight", "late"})), verdict) is None
+    shared = await judge.judge(_ask_with_words(frozenset({"time", "seoul"})), verdict)
+    assert shared is not None and shared.tools == ("clock",) and shared.by == "classifier"
+    plain = replace(verdict, judged=("plain", 0.95))  # a tool with no intent words: no evidence either way
+    assert (await judge.judge(_ask_with_words(frozenset({"flight"})), plain)).tools == ("plain",)  # type: ignore[union-attr]
+    none = replace(verdict, judged=("", 0.95))  # "no tool" needs no word
+    assert (await judge.judge(_ask_with_words(frozenset()), none)).decision is Decision.NONE  # type: ignore[union-attr]

@@ -303,6 +303,28 @@ async def test_a_message_near_a_tool_in_topic_but_not_in_intent_is_left_to_the_m
     assert held.decision is Decision.AMBIGUOUS and held.candidates == ("clock",)
 
 
+def test_a_phrase_that_only_says_when_holds_no_ask_word() -> None:
+    ask_words = ENGLISH.ask_words
+    assert ask_words("is it raining in Porto right now?") == {"raining", "porto"}
+    assert ask_words("what's the weather over the next 3 days") == {"weather"}  # the count with its unit
+    assert ask_words("spent on meals from 2026-11-01 to 2026-11-30 at 15:30 or 3pm") == {"spent", "meal"}
+    assert ask_words("at the moment, currently, today, in a few days") == frozenset()
+    assert ask_words("is BA 287 on time? next time, tell me") == {"ba", "<num>", "tell"}  # punctual, an occasion
+    # A unit neither counted nor qualified is the ask's own word; a count of a unit is a quantity.
+    assert ask_words("what day is it?") == {"day"}
+    assert ask_words("convert 3 hours to minutes") == {"<num>", "convert", "minute"}
+
+
+async def test_a_when_phrase_is_no_evidence_for_a_tool_whose_examples_say_when() -> None:
+    now_clocks = spec("clock", ["What time is it in Tokyo right now?", "time in Lima now", "the time now in Oslo"])
+    assert "now" not in intent_words([e.text for e in now_clocks.examples], NO_TOOL)
+    s = Selector(BagOfWords(), SelectorSettings(choose=0.3, reject=0.1, margin=0.0), no_tool_examples=NO_TOOL)
+    await s.load([now_clocks])
+    assert (await s.select("what time is it in Lima now")).tools == ("clock",)
+    held = await s.select("is the pharmacy in Lima open right now")  # near in topic; "now" says only when
+    assert held.decision is not Decision.TOOLS
+
+
 # --- copied arguments that leave one choice need no generation -----------------------------------
 
 

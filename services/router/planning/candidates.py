@@ -79,7 +79,7 @@ class TextScore:
     per_tool: npt.NDArray[np.float32]
     #: Similarity to every negative row.
     negatives: npt.NDArray[np.float32]
-    #: The text's content words (``Language.content_words``): read once, by the word score and the intent check.
+    #: The text's ask words (``Language.ask_words``), for the intent check.
     words: frozenset[str]
     #: Per tool described only: the text's opening verb does another plain kind of thing than its name says.
     contradicted: npt.NDArray[np.bool_]
@@ -164,7 +164,7 @@ class CardIndex:
             np.asarray([*owner, *[len(cards)] * len(negatives)], dtype=np.int64),
             len(cards) + 1,
         )
-        negative_words = [self.language.content_words(t) for t in negatives]
+        negative_words = [self.language.ask_words(t) for t in negatives]
         self.cards = Cards(
             tools=[c.name for c in cards],
             described=described,
@@ -232,8 +232,8 @@ class CardIndex:
         for text, ask, vector in zip(texts, asks or texts, vectors, strict=True):
             per_tool = np.full(len(cards.tools), -1.0, dtype=np.float32)
             np.maximum.at(per_tool, cards.owner, cards.positives @ vector)
-            words, action = self.language.content_words(text), self.language.action(ask)
-            per_tool += self._word_score(words, action, cards.described, cards.words)
+            action, words = self.language.action(ask), self.language.ask_words(text)
+            per_tool += self._word_score(self.language.content_words(text), action, cards.described, cards.words)
             verbs = cards.words.agreement(action) if cards.words else np.zeros(len(cards.tools), dtype=np.float32)
             against = (verbs < 0) & cards.described
             out.append(TextScore(text, vector, per_tool, cards.negatives @ vector, words, against))
@@ -260,7 +260,7 @@ class CardIndex:
         cards = self.cards
         if cards is None or tool not in cards.tools or not cards.intents:
             return False
-        return bool(self.language.content_words(text) & cards.intents[cards.index(tool)])
+        return bool(self.language.ask_words(text) & cards.intents[cards.index(tool)])
 
     async def nearest(self, text: str, examples: Sequence[tuple[str, T]], k: int) -> list[tuple[str, T]]:
         """The ``k`` examples nearest ``text`` in the shape of the ask, least to most similar (for few-shot

@@ -11,7 +11,11 @@ far more often there than in what needs no tool — the near misses and the
 no-tool examples (the selector passes those; telling one tool from another is
 the embedding's part, and against an arithmetic tool's many examples "<num>"
 had stopped marking a conversion tool's asks). For a time tool that is "time",
-"date", "now", "today"…; for an arithmetic tool "<num>". A message the
+"date", "day"…; for an arithmetic tool "<num>". The words are the language's
+*ask words*: a phrase that only says when ("right now", "over the next 3
+days", "2026-11-01") qualifies any ask, and had made "is it raining in Porto
+right now?" a time tool's ask and "how much did I spend since 2026-11-01?" an
+arithmetic tool's. A message the
 embedding assigns to a tool but that shares none of the tool's intent words
 is not decided by the embedding alone: it goes to the ambiguous band, where
 the model decides. A tool whose examples yield no intent words is never held
@@ -38,9 +42,9 @@ def _share(texts: Sequence[frozenset[str]]) -> Counter[str]:
 
 def intent_words(examples: Iterable[str], others: Iterable[str], language: Language = ENGLISH) -> frozenset[str]:
     """The words that mark ``examples`` (one tool's requests) against ``others`` (what is not its ask); the
-    words are the language's ``content_words``."""
-    mine = [language.content_words(t) for t in examples]
-    rest = [language.content_words(t) for t in others]
+    words are the language's ``ask_words`` (a phrase that only says when, "right now", marks no tool's asks)."""
+    mine = [language.ask_words(t) for t in examples]
+    rest = [language.ask_words(t) for t in others]
     if not mine:
         return frozenset()
     mine_df, rest_df = _share(mine), _share(rest)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from services.runtime.language.currencies import currency_codes, takes_currency_code
@@ -171,6 +172,20 @@ _WHEN_WORDS = frozenset(
         october november december month months year years quarter am pm ago next last past coming every later""",
     )
 ) | {word for word, unit in _TIME_UNIT_OF.items() if word.startswith(unit)}
+#: Words before a unit of time that make it a when ("the next 3 days", "each week", "a few hours", "this month").
+_UNIT_QUALIFIERS = frozenset(re.findall(r"[a-z]+", "next last past coming every each this few couple per several"))
+#: A unit's abbreviations ("h", "min"): words of their own elsewhere, never read as a when here.
+_UNIT_ABBREVIATIONS = frozenset(w for w, unit in _TIME_UNIT_OF.items() if not w.startswith(unit))
+#: A date or a time of day written in digits ("2026-11-01", "2026-11-01T09:00", "15:30", "3pm", "10 am").
+_WRITTEN_WHEN = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{1,2}:\d{2}(?::\d{2})?)?\b"  # a date, perhaps with its time
+    r"|\b\d{1,2}(?::\d{2})?\s?[ap]\.?m\b\.?"  # 3pm, 10:30 a.m.
+    r"|\b\d{1,2}:\d{2}\b"  # 15:30
+)
+#: Units of the calendar, which a count or a qualifier makes a when as it does a unit of time ("what year is it?").
+_CALENDAR_UNITS = frozenset({"month", "months", "year", "years", "quarter", "quarters"})
+#: Words that say when besides ``_WHEN_WORDS`` in a message ("at the moment", "currently", "current prices").
+_WHEN_ALONE = frozenset(re.findall(r"[a-z]+", "moment current currently presently"))
 #: A number or a word, apart: "7am" is 7 and "am", "2h" 2 and "h".
 _NUMBER_OR_WORD = re.compile(rf"\d+(?:[.,]\d+)*|{_WORD.pattern}")
 #: Whether a token counts what follows it ("2" h, "an" hour).
@@ -246,6 +261,39 @@ _NUMBER_WORDS: dict[str, tuple[float, ...]] = {
 _NUMBER_WORD_PATTERNS = [(re.compile(rf"\b{w}\b"), v) for w, v in _NUMBER_WORDS.items()]
 
 
+def _content(tokens: Iterable[str]) -> frozenset[str]:
+    """``English.content_words`` of a message's tokens."""
+    out = set()
+    for token in tokens:
+        if token[0].isdigit():
+            out.add(NUMBER_TOKEN)
+        elif token not in STOP_WORDS:
+            out.add(_ADVERB.sub("", token[:-1] if len(token) > 3 and token.endswith("s") else token))
+    return frozenset(out)
+
+
+def _is_unit(token: str) -> bool:
+    """A unit of time or of the calendar written in full ("days", "month"; not "h")."""
+    return (token in _TIME_UNIT_OF and token not in _UNIT_ABBREVIATIONS) or token in _CALENDAR_UNITS
+
+
+def _qualifies_when(tokens: Sequence[str], i: int) -> bool:
+    """Whether ``tokens[i]`` is a word of a phrase that only says when (``English.ask_words``)."""
+    token = tokens[i]
+    if _is_unit(token):
+        before = tokens[max(0, i - 2) : i]
+        return any(_COUNTS(t) or t in _UNIT_QUALIFIERS for t in before)
+    if _COUNTS(token) and _is_unit(tokens[i + 1] if i + 1 < len(tokens) else ""):
+        return i > 0 and tokens[i - 1] in _UNIT_QUALIFIERS  # "the next 3 days"; not "convert 3 days to hours"
+    if token in _UNIT_QUALIFIERS and token not in _WHEN_WORDS:
+        return any(_is_unit(t) for t in tokens[i + 1 : i + 3])  # "a few days", "each week"
+    if token == "time":  # "on time", "next time", "this time": punctual or an occasion, not a time of day
+        return i > 0 and (tokens[i - 1] in _UNIT_QUALIFIERS or tokens[i - 1] in {"on", "same"})
+    if token == "right":
+        return tokens[i + 1 : i + 2] == ["now"]
+    return token in _WHEN_WORDS or token in _WHEN_ALONE
+
+
 class English:
     """The English rules (``services.runtime.language.Language``)."""
 
@@ -254,13 +302,15 @@ class English:
     def content_words(self, text: str) -> frozenset[str]:
         """Lower case, numbers (in digits or words) as ``<num>``, a plural "s" and an adverb's "ly" off,
         function words out: the words that can carry an ask's intent."""
-        out = set()
-        for token in _TOKEN.findall(words_to_digits(text.lower())):
-            if token[0].isdigit():
-                out.add(NUMBER_TOKEN)
-            elif token not in STOP_WORDS:
-                out.add(_ADVERB.sub("", token[:-1] if len(token) > 3 and token.endswith("s") else token))
-        return frozenset(out)
+        return _content(_TOKEN.findall(words_to_digits(text.lower())))
+
+    def ask_words(self, text: str) -> frozenset[str]:
+        """The content words outside the phrases that only say when ("right now", "at the moment", "today",
+        "over the next 3 days"): any ask may be qualified by one ("is it raining in Porto right now?"), so their
+        words say nothing of which tool it asks for. A unit of time counted or qualified is such a phrase; alone
+        it is the ask's own word ("what day is it?")."""
+        tokens = _TOKEN.findall(words_to_digits(_WRITTEN_WHEN.sub(" ", text.lower())))
+        return _content(t for i, t in enumerate(tokens) if not _qualifies_when(tokens, i))
 
     def features(self, text: str) -> set[str]:
         """Content words with numbers and operators as classes (so 23*47 is like 12*9): few-shot word overlap."""
