@@ -297,7 +297,7 @@ async def test_a_message_near_a_tool_in_topic_but_not_in_intent_is_left_to_the_m
     s = Selector(BagOfWords(), SelectorSettings(choose=0.3, reject=0.1, margin=0.0), no_tool_examples=NO_TOOL)
     await s.load([CLOCKS])
     assert (await s.select("what time is it in Lima")).tools == ("clock",)
-    shares = await s.select("restaurants in Paris at this time or in Tokyo")  # shares "time": still chosen
+    shares = await s.select("restaurants in Paris at dinner time or in Tokyo")  # shares "time": still chosen
     assert shares.decision is Decision.TOOLS
     held = await s.select("good restaurants in Paris and Tokyo")
     assert held.decision is Decision.AMBIGUOUS and held.candidates == ("clock",)
