@@ -112,8 +112,8 @@ async def test_an_unsure_or_off_verdict_leaves_the_band_to_the_generation(
 def _ask_with_words(words: frozenset[str]) -> Ask:
     """An ask whose one scored text has the ask words ``words``, over a clock with intent word "time" and a tool
     with no intent words."""
-    names = ["clock", "plain"]
-    cards = SimpleNamespace(tools=names, intents=[frozenset({"time"}), frozenset()], index=names.index)
+    intents = {"clock": frozenset({"time"}), "plain": frozenset[str]()}
+    cards = SimpleNamespace(tools=list(intents), intents_of=intents.__getitem__)
     index = SimpleNamespace(cards=cards)
     return Ask(ASK, [], TurnCounters(), cast(Any, index), (cast(Any, SimpleNamespace(words=words)),))
 

@@ -1,10 +1,9 @@
 """Candidates: the tool cards embedded once per tool list, and every text of a message scored against them.
 
-In: the tool list (``cards.py`` turns it into texts) and, per message, its
-texts — the message, its clauses, the message with the previous one for a
-follow-up, embedded in one call. Out: per text, a ``TextScore`` — each tool's
-similarity to its nearest card, and to every negative (no-tool examples, near
-misses), and whether its opening verb contradicts what a described tool does.
+In: the tool list (``cards.py`` turns it into texts) and, per message, its texts — the message, its clauses,
+the message with the previous one for a follow-up, embedded in one call. Out: per text, a ``TextScore`` — each
+tool's similarity to its nearest card, and to every negative (no-tool examples, near misses), and whether its
+opening verb contradicts what a described tool does.
 
 A new tool list re-embeds only card texts not embedded before (a vector cache
 keyed by text), learns each tool's intent words and fits the card classifier
@@ -67,6 +66,10 @@ class Cards:
 
     def index(self, tool: str) -> int:
         return self.tools.index(tool)
+
+    def intents_of(self, tool: str) -> frozenset[str]:
+        """``tool``'s intent words; none for a tool not loaded."""
+        return self.intents[self.tools.index(tool)] if tool in self.tools and self.intents else frozenset()
 
 
 @dataclass(frozen=True)
@@ -257,10 +260,7 @@ class CardIndex:
 
     def shares_intent(self, tool: str, text: str) -> bool:
         """Whether ``text`` shares one of ``tool``'s intent words; False for a tool not loaded or with none."""
-        cards = self.cards
-        if cards is None or tool not in cards.tools or not cards.intents:
-            return False
-        return bool(self.language.ask_words(text) & cards.intents[cards.index(tool)])
+        return self.cards is not None and bool(self.language.ask_words(text) & self.cards.intents_of(tool))
 
     async def nearest(self, text: str, examples: Sequence[tuple[str, T]], k: int) -> list[tuple[str, T]]:
         """The ``k`` examples nearest ``text`` in the shape of the ask, least to most similar (for few-shot

@@ -174,6 +174,8 @@ _WHEN_WORDS = frozenset(
 ) | {word for word, unit in _TIME_UNIT_OF.items() if word.startswith(unit)}
 #: Words before a unit of time that make it a when ("the next 3 days", "each week", "a few hours", "this month").
 _UNIT_QUALIFIERS = frozenset(re.findall(r"[a-z]+", "next last past coming every each this few couple per several"))
+#: Words before "time" that make it punctual or an occasion, not a time of day ("on time", "next time", "same time").
+_BEFORE_AN_OCCASION = _UNIT_QUALIFIERS | {"on", "same"}
 #: A unit's abbreviations ("h", "min"): words of their own elsewhere, never read as a when here.
 _UNIT_ABBREVIATIONS = frozenset(w for w, unit in _TIME_UNIT_OF.items() if not w.startswith(unit))
 #: A date or a time of day written in digits ("2026-11-01", "2026-11-01T09:00", "15:30", "3pm", "10 am").
@@ -287,8 +289,8 @@ def _qualifies_when(tokens: Sequence[str], i: int) -> bool:
         return i > 0 and tokens[i - 1] in _UNIT_QUALIFIERS  # "the next 3 days"; not "convert 3 days to hours"
     if token in _UNIT_QUALIFIERS and token not in _WHEN_WORDS:
         return any(_is_unit(t) for t in tokens[i + 1 : i + 3])  # "a few days", "each week"
-    if token == "time":  # "on time", "next time", "this time": punctual or an occasion, not a time of day
-        return i > 0 and (tokens[i - 1] in _UNIT_QUALIFIERS or tokens[i - 1] in {"on", "same"})
+    if token == "time":
+        return i > 0 and tokens[i - 1] in _BEFORE_AN_OCCASION
     if token == "right":
         return tokens[i + 1 : i + 2] == ["now"]
     return token in _WHEN_WORDS or token in _WHEN_ALONE

@@ -50,7 +50,5 @@ class ClassifierJudge:
 def _shares_intent(ask: Ask, tool: str) -> bool:
     """Whether one of the message's texts shares an intent word of ``tool`` (True for a tool with none)."""
     cards = ask.index.cards if ask.index is not None else None
-    if cards is None or tool not in cards.tools or not cards.intents:
-        return True
-    intents = cards.intents[cards.index(tool)]
+    intents = cards.intents_of(tool) if cards is not None else frozenset()
     return not intents or any(text.words & intents for text in ask.scored)
