@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from services.router.planning.copying import evident, pinned
+from services.router.planning.copying import applies, evident, pinned
 from services.router.planning.grounding import declared_constants, ground, number_pattern
 from services.router.planning.judges import Decision
 from services.router.planning.settings import SelectorSettings
@@ -32,8 +32,9 @@ def test_numbers_joined_by_bare_hyphens_are_no_evidence_of_arithmetic() -> None:
 def test_an_identity_grounds_a_json_number_but_not_a_number_written_into_an_expression() -> None:
     lunch = "Log an 18 dollar lunch with a client under meals"
     assert ground({"expression": "18+1"}, CALCULATOR, lunch).arguments is None
-    assert not re.fullmatch(number_pattern(lunch), "1")  # the fill's grammar offers no unsaid 1 either
-    assert re.fullmatch(number_pattern(lunch), "18")
+    grounded = number_pattern(lunch) or "(?!)"
+    assert not re.fullmatch(grounded, "1")  # the fill's grammar offers no unsaid 1 either
+    assert re.fullmatch(grounded, "18")
     paged = json.dumps({"type": "object", "properties": {"q": {"type": "string"}, "page": {"type": "integer"}}})
     assert ground({"q": "lunch", "page": 1}, paged, lunch).arguments == {"q": "lunch", "page": 1}
     assert ground({"expression": "1-0.15"}, CALCULATOR, "one minus 15%").arguments is not None  # said, in words
@@ -74,3 +75,40 @@ def test_a_value_equal_to_the_schemas_default_is_never_invented() -> None:
     # "What's the date today?" names no place: the clock's own default zone is the schema's value, not the model's.
     assert ground({"timezone": "UTC"}, schema, "What's the date today?").arguments == {"timezone": "UTC"}
     assert ground({"timezone": "Europe/Oslo"}, schema, "What's the date today?").arguments is None
+
+
+def test_an_amount_restated_alone_is_no_composition() -> None:
+    # One amount, no other number: composed from it alone, the expression computes nothing the user asked.
+    francs = "how many swiss francs would i get for 500 euros?"
+    assert ground({"expression": "500-500"}, CALCULATOR, francs).arguments is None
+    assert ground({"expression": "2500-2,500"}, CALCULATOR, "2,500 Swiss francs in euros").arguments is None
+    assert ground({"expression": "500*1.1"}, CALCULATOR, "500 euros at 1.1").arguments is not None
+    assert ground({"expression": "5*5*5"}, CALCULATOR, "5 times 5 times 5").arguments is not None  # as written
+
+
+def test_a_composed_expression_is_an_operation_on_stated_amounts() -> None:
+    prop = calculator.TOOL.parameters["properties"]["expression"]
+    compose = prop["x-agentmesh-compose-pattern"]
+
+    def fits(message: str, expression: str) -> bool:
+        grounded = number_pattern(message, constants=sorted(declared_constants(CALCULATOR, message)))
+        return grounded is not None and re.fullmatch(compose.replace("{number}", grounded), expression) is not None
+
+    deals = "which deals in negotiation are worth 50,000 or more?"
+    assert not fits(deals, "50,000") and not fits(deals, "$")  # an amount or a sign alone computes nothing
+    assert fits("split 84 between 4", "84/4") and fits("the square root of 1081", "sqrt(1081)")
+    assert not fits("sqrt 1081", "round(round(1081))")  # a function takes amounts, not another name
+    # A date, a time or an id states no amount: its digits are not there to compute with.
+    lunch = "Add 38.50 USD for a client lunch to my expense report, dated 2026-12-04."
+    assert not fits(lunch, "38.50+2026-12-04") and not fits(lunch, "38.50+2026")
+    assert number_pattern("put it on my calendar for 2027-01-19 at 08:30, ticket INC-2041") is None
+    # A constant scales an amount the conversation states or a unit it counts, never stands alone.
+    assert number_pattern("How much have I put down for meals so far this month?", constants=[12, 30]) is None
+    assert fits("How long is a week in hours?", "7*24")
+
+
+def test_a_tool_composed_from_numbers_does_not_apply_to_a_message_that_states_none() -> None:
+    assert not applies(CALCULATOR, "look through my notes and add 'buy rye flour' to my groceries list")
+    assert not applies(CALCULATOR, "what have I expensed for meals since 2026-11-01?")
+    assert applies(CALCULATOR, "split an 84 dollar bill between 4 people")
+    assert applies(CALCULATOR, "now multiply that by 3", "What is 23*47?", "23*47 = 1081.")

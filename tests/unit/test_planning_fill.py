@@ -185,7 +185,7 @@ async def test_an_undecided_clause_is_chosen_for_among_its_best_ranked_candidate
 async def test_the_band_shows_the_model_as_many_ranked_candidates_as_configured() -> None:
     gen = Scripted('{"tool":"clock","arguments":{"timezone":"Lima"}}')
     planner = planner_with(gen, band("calculator", "clock"), settings=SelectorSettings(band_candidates=2))
-    plan = await planner.plan(SPECS, turn("Is it dark in Lima yet?"), TurnCounters())
+    plan = await planner.plan(SPECS, turn("Is it dark in Lima yet? I land in 3 hours."), TurnCounters())
     options = json.loads(gen.asked[0].json_schema)["anyOf"]
     assert [o["properties"]["tool"]["const"] for o in options] == ["none", "calculator", "clock"]
     assert [(c.name, c.arguments) for c in plan.calls] == [("clock", {"timezone": "Lima"})]

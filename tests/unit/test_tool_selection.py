@@ -420,7 +420,7 @@ def test_the_grounded_number_pattern_holds_what_the_conversation_wrote_and_deriv
     for written in ("4", "3.75", "2.50", "2.5", "0.15", "15", "100", "1,450", "1450", "1"):
         assert re.search(pattern, written), written
     assert not re.search(pattern, "60")  # a constant only where a tool declares it
-    assert re.search(number_pattern("3 hours", constants=[60]), "60")
+    assert re.search(number_pattern("3 hours", constants=[60]) or "(?!)", "60")
     assert not any(re.search(pattern, n) for n in ("5", "3.7", "37", "2.51", "-4"))
 
 

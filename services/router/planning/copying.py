@@ -177,17 +177,20 @@ def _schema_word(word: str, schema_words: frozenset[str]) -> bool:
 
 def applies(schema_json: str, *sources: str) -> bool:
     """Whether the sources (the message first, then the earlier turn) hold a span for every property the tool
-    marks ``COPY_REQUIRED_KEYWORD``.
+    marks ``COPY_REQUIRED_KEYWORD``, and an amount for every required one it composes from numbers.
 
     Why: a topic match is not an ask. "Why is a foot called a foot?" is near the
-    unit converter's examples in meaning, but holds no quantity to convert; the
-    tool's own schema says so, in the tool's file, with no router change.
+    unit converter's examples in meaning, but holds no quantity to convert; "add
+    'buy rye flour' to my list" holds nothing to calculate; the tool's own
+    schema says so, in the tool's file, with no router change.
     """
-    if COPY_REQUIRED_KEYWORD not in schema_json:
+    if COPY_REQUIRED_KEYWORD not in schema_json and COMPOSE_PATTERN_KEYWORD not in schema_json:
         return True
     _, found, marked = copy_options(schema_json, sources)
     own = own_mentions(found)
-    return all(own.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
+    required = json.loads(schema_json).get("required", [])
+    uncomposed = set(marked[COMPOSE_PATTERN_KEYWORD]) & set(required if isinstance(required, list) else [])
+    return not uncomposed and all(own.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
 
 
 def unmentioned(schema_json: str, *sources: str) -> frozenset[str]:
@@ -254,10 +257,12 @@ def copy_options(
     """The schema with the copy keywords taken out (a copy property with no option held to its compose
     pattern), each copy property's options among the sources' spans, and per flag keyword
     (``COPY_REQUIRED_KEYWORD``, ``COPY_EVIDENT_KEYWORD``) the names of the properties it marks; under
-    ``COPY_KEYWORD``, the properties copied from a span (every copy shape but ``COPY_MESSAGE``)."""
+    ``COPY_KEYWORD``, the properties copied from a span (every copy shape but ``COPY_MESSAGE``); under
+    ``COMPOSE_PATTERN_KEYWORD``, those with no option whose pattern needs an amount the sources do not state."""
     schema = json.loads(schema_json)
     found: dict[str, list[str]] = {}
-    marked: dict[str, list[str]] = {COPY_REQUIRED_KEYWORD: [], COPY_EVIDENT_KEYWORD: [], COPY_KEYWORD: []}
+    marked: dict[str, list[str]] = {k: [] for k in (COPY_REQUIRED_KEYWORD, COPY_EVIDENT_KEYWORD, COPY_KEYWORD)}
+    marked[COMPOSE_PATTERN_KEYWORD] = []
     for name, prop in schema.get("properties", {}).items():
         if not isinstance(prop, dict):
             continue
@@ -288,5 +293,7 @@ def copy_options(
                 prop.pop("minLength", None)
                 prop.pop("maxLength", None)
                 grounded = number_pattern(*sources, constants=sorted(constants))
-                prop["pattern"] = compose.replace(GROUNDED_NUMBER, grounded)
+                if grounded is None and GROUNDED_NUMBER in compose:  # no amount stated: nothing to compose from
+                    marked[COMPOSE_PATTERN_KEYWORD].append(name)
+                prop["pattern"] = "^$" if grounded is None else compose.replace(GROUNDED_NUMBER, grounded)
     return schema, found, marked

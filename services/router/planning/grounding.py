@@ -209,14 +209,16 @@ def _repeated(value: Any, sources: Sequence[str], constants: Iterable[float], la
 
     Why: given a message with one number and no arithmetic in it, the 135M model composed one anyway by
     repeating it ("Log an 18 dollar lunch" as ``18+18+18``; "deals worth at least 50000" as
-    ``50000-50000*50000``). Once more than stated is allowed: a price and its tax ("80 + 80*0.15") use it twice.
+    ``50000-50000*50000``; "500 euros in Swiss francs" as ``500-500``). Once more than stated is allowed beside
+    another number: a price and its tax ("80 + 80*0.15") use it twice.
     """
     used = Counter(_values(value, language, written=True))
     if not used:
         return []
     stated = Counter(n for s in sources for n in language.number_values(s))
     free = {float(c) for c in constants}
-    return [n for n, k in used.items() if n not in free and k > max(stated[n], 1) + 1]
+    extra = 1 if len(used) > 1 else 0
+    return [n for n, k in used.items() if n not in free and k > max(stated[n], 1) + extra]
 
 
 def _near(word: str, said: frozenset[str]) -> bool:
@@ -224,17 +226,23 @@ def _near(word: str, said: frozenset[str]) -> bool:
     return len(word) >= 5 and any(len(s) >= 5 and s[:5] == word[:5] for s in said)
 
 
-def number_pattern(*sources: str, constants: Sequence[float] = (), language: Language = ENGLISH) -> str:
-    """A regular expression (no anchors) for the grounded numbers, as written in the sources ("2.50", "1,450")
-    and in plain notation ("2.5", "1450", "0.15" for "15%").
+def number_pattern(*sources: str, constants: Sequence[float] = (), language: Language = ENGLISH) -> str | None:
+    """A regular expression (no anchors) for the amounts the sources state, as written ("2.50", "1,450") and in
+    plain notation ("2.5", "1450", "0.15" for "15%"), and the ``constants``; None when the sources state none.
 
     Why: a composed argument (an expression) is held to it by the fill's grammar, so the model cannot write a
     number nobody gave; asked for the area of "7 m by 9 m" the 135M model wrote ``5*9``, which the check above
-    then dropped, leaving the turn with no tool at all.
+    then dropped, leaving the turn with no tool at all. A date, a time or an id states no amount to compute
+    with (``Language.amount_text``: a lunch "dated 2026-12-04" was composed as ``38.50+2026-12-04``), and a
+    constant only scales an amount stated ("a week in hours" is ``7*24``; "so far this month" was ``12``).
     """
-    literals = {_plain(v) for v in grounded(*sources, constants=constants, language=language)}
-    for source in sources:
+    amounts = [language.amount_text(source) for source in sources]
+    literals = {_plain(v) for v in grounded(*amounts, language=language)}
+    for source in amounts:
         literals |= set(language.numbers_written(source))
+    if not literals and not any(unit for amount in amounts for _, unit in language.quantities(amount)):
+        return None  # neither a number nor a unit counted ("a week", which the constants then scale)
+    literals |= {_plain(float(c)) for c in constants}
     return "(?:" + "|".join(re.escape(n) for n in sorted(literals, key=lambda n: (-len(n), n))) + ")"
 
 

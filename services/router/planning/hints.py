@@ -32,7 +32,10 @@ keyword                            what it changes
 ``x-agentmesh-copy-prefer``        A regular expression for the spans to offer first when the message has
                                    any ("6 feet" over "6 feet tall").
 ``x-agentmesh-compose-pattern``    A regular expression a *composed* value must match when no span fits;
-                                   ``{number}`` in it stands for the numbers the conversation grounds.
+                                   ``{number}`` in it stands for the amounts the conversation states (not
+                                   the digits of a date, a time or an id) and the tool's constants. A
+                                   conversation that states no amount, nor counts a unit, has nothing to
+                                   compose from: a required property's tool does not apply (schema judge).
 ``x-agentmesh-constants``          Numbers the tool's arguments may use that the conversation need not state,
                                    by the word that grounds them: ``{"week": [7, 52], "*": [2]}`` allows 7
                                    when the conversation says "week", and 2 always (grounding, compose).

@@ -184,6 +184,10 @@ _WRITTEN_WHEN = re.compile(
     r"|\b\d{1,2}(?::\d{2})?\s?[ap]\.?m\b\.?"  # 3pm, 10:30 a.m.
     r"|\b\d{1,2}:\d{2}\b"  # 15:30
 )
+#: Digits joined into something that states no amount: a date or a time ("2026-11-01", "08:30"), a range or an
+#: id ("10-12", "INC-2041", "5521-003"), a version ("3.8.1"). A count with its unit glued on ("a 30-minute slot") is
+#: an amount.
+_NO_AMOUNT = re.compile(r"\d[-:]\d|[a-z][-]\d|\d\.\d+\.\d")
 #: Units of the calendar, which a count or a qualifier makes a when as it does a unit of time ("what year is it?").
 _CALENDAR_UNITS = frozenset({"month", "months", "year", "years", "quarter", "quarters"})
 #: Words that say when besides ``_WHEN_WORDS`` in a message ("at the moment", "currently", "current prices").
@@ -487,6 +491,12 @@ class English:
             if pattern.search(lowered):
                 found.update(values)
         return found
+
+    def amount_text(self, text: str) -> str:
+        """``text`` with its dates, times, ranges, ids and versions blanked: the words a number to compute with
+        may come from ("add 38.50 to my report, dated 2026-12-04" has one amount, not four)."""
+        words = _WRITTEN_WHEN.sub(" ", text.lower()).split()
+        return " ".join(w for w in words if not _NO_AMOUNT.search(w))
 
     def numbers_written(self, text: str) -> list[str]:
         """The numbers written in digits in ``text``, as written less sign and percent ("1,450", "2.50")."""

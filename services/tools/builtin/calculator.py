@@ -81,13 +81,21 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "tan": math.tan,
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
-#: What an expression the router's model composes may contain: numbers the conversation grounds (the router
-#: fills in ``{number}``), operators, parentheses, a function's name with its opening parenthesis (bare names
-#: let the model run "mintanroundof" to its token limit), "of" ("18% of 50") and a currency sign, with
-#: something other than a digit between two numbers (the tool itself also reads worded arithmetic, which the
-#: router copies from the message; kept from "of", the model repeated "18%" to its token limit).
-_BETWEEN = r"(?:[+*/%^(), $-]|" + "|".join(rf"{name}\(" for name in FUNCTIONS) + r"|pi|of)"
-COMPOSED = rf"^{_BETWEEN}*(?:{{number}}{_BETWEEN}+)*(?:{{number}})?{_BETWEEN}*$"
+#: What an expression the router's model composes must be: operands joined by operators, or one function call
+#: ("round(84/3, 2)"). An operand is an amount the conversation grounds (the router fills in ``{number}``), with
+#: its currency or percent sign, or pi, or a function of such arithmetic; signed and parenthesised or not. A
+#: function is written with its parenthesis and an operand after it (bare names let the model run
+#: "mintanroundof" to its token limit; names alone, "round(round(round(…"). There is an operation: a lone amount
+#: ("50,000" for "deals worth at least 50,000") or a lone sign ("$") computes nothing. Something other than a
+#: digit stands between two numbers (the tool itself also reads worded arithmetic, which the router copies from
+#: the message; kept from "of", the model repeated "18%" to its token limit).
+_AMOUNT = r"\$?{number}%?"
+_OPERATOR = r"(?: *(?:[-+*/%^]|\*\*|//) *| of )"
+_TERM = rf"\(*-?(?:{_AMOUNT}|pi)\)*"
+_ARITHMETIC = rf"{_TERM}(?:{_OPERATOR}{_TERM})*"
+_FUNCTION_CALL = "(?:" + "|".join(FUNCTIONS) + rf")\({_ARITHMETIC}(?:, *{_ARITHMETIC})*\)"
+_OPERAND = rf"\(*-?(?:{_AMOUNT}|pi|{_FUNCTION_CALL})\)*"
+COMPOSED = rf"^ *(?:{_OPERAND}(?:{_OPERATOR}{_OPERAND})+|{_FUNCTION_CALL}) *$"
 
 
 def _eval(node: ast.AST) -> Any:

@@ -4,8 +4,10 @@ Three rules, each silent for a tool whose schema carries no hint
 (``hints.py``), so a tool described only is never affected:
 
 - **Applies.** A chosen or candidate tool whose required copied argument has
-  no span in the message (a conversion with no quantity, a fetch with no URL)
-  cannot be its ask: it leaves the verdict, even a decided one. A tool chosen
+  no span in the message (a conversion with no quantity, a fetch with no URL),
+  or whose required composed argument has no amount to compose from (a
+  calculation in a message that states no number), cannot be its ask: it
+  leaves the verdict, even a decided one. A tool chosen
   from one clause whose ask is partly in another fills from the whole message.
 - **Evident.** An undecided message holding a span of a tool's evident shape
   (an arithmetic expression), for that tool alone among the candidates, is
