@@ -186,9 +186,9 @@ def applies(schema_json: str, *sources: str) -> bool:
     """
     if COPY_REQUIRED_KEYWORD not in schema_json and COMPOSE_PATTERN_KEYWORD not in schema_json:
         return True
-    _, found, marked = copy_options(schema_json, sources)
+    schema, found, marked = copy_options(schema_json, sources)
     own = own_mentions(found)
-    required = json.loads(schema_json).get("required", [])
+    required = schema.get("required", [])
     uncomposed = set(marked[COMPOSE_PATTERN_KEYWORD]) & set(required if isinstance(required, list) else [])
     return not uncomposed and all(own.get(name) for name in marked[COPY_REQUIRED_KEYWORD])
 
@@ -261,8 +261,8 @@ def copy_options(
     ``COMPOSE_PATTERN_KEYWORD``, those with no option whose pattern needs an amount the sources do not state."""
     schema = json.loads(schema_json)
     found: dict[str, list[str]] = {}
-    marked: dict[str, list[str]] = {k: [] for k in (COPY_REQUIRED_KEYWORD, COPY_EVIDENT_KEYWORD, COPY_KEYWORD)}
-    marked[COMPOSE_PATTERN_KEYWORD] = []
+    flags = (COPY_REQUIRED_KEYWORD, COPY_EVIDENT_KEYWORD, COPY_KEYWORD, COMPOSE_PATTERN_KEYWORD)
+    marked: dict[str, list[str]] = {flag: [] for flag in flags}
     for name, prop in schema.get("properties", {}).items():
         if not isinstance(prop, dict):
             continue
